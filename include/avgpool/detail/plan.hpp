@@ -1,0 +1,90 @@
+// avgpool: header-only N-D average pooling.
+// SPDX-License-Identifier: MIT
+//
+// The validated, resolved description of one pooling that every kernel runs from.
+#ifndef AVGPOOL_DETAIL_PLAN_HPP
+#define AVGPOOL_DETAIL_PLAN_HPP
+
+#include <cmath>
+#include <cstddef>
+#include <limits>
+#include <vector>
+
+#include "../types.hpp"
+#include "windows.hpp"
+
+namespace avgpool {
+namespace detail {
+
+template <std::size_t R>
+struct plan_data {
+    dims<R + 2> input_shape{};   // logical {N, C, spatial...}
+    dims<R + 2> output_shape{};  // logical {N, C, spatial_out...}
+    pool_geometry<R> geometry{};
+    layout memory_layout = layout::channels_first;
+    divisor_type divisor = divisor_type::exclude_pad;  // resolved: never full_kernel_if_padded
+    index_t divisor_override = 0;
+    bool empty_window_nan = false;
+    // windows[offset[a] + o] is output index o of spatial axis a.
+    std::vector<window> windows;
+    std::array<std::size_t, R> offset{};
+
+    const window* axis(std::size_t a) const noexcept { return windows.data() + offset[a]; }
+
+    index_t input_spatial_volume() const noexcept {
+        index_t v = 1;
+        for (std::size_t a = 0; a < R; ++a) v *= input_shape[a + 2];
+        return v;
+    }
+    index_t output_spatial_volume() const noexcept {
+        index_t v = 1;
+        for (std::size_t a = 0; a < R; ++a) v *= output_shape[a + 2];
+        return v;
+    }
+};
+
+/// Element strides of a tensor with logical shape {N, C, spatial...} in a memory layout:
+/// result[0] = batch, [1] = channel, [2 + a] = spatial axis a.
+template <std::size_t R>
+inline dims<R + 2> element_strides(const dims<R + 2>& shape, layout lay) noexcept {
+    dims<R + 2> st{};
+    const index_t C = shape[1];
+    index_t inner = (lay == layout::channels_last) ? C : 1;
+    for (std::size_t a = R; a-- > 0;) {
+        st[a + 2] = inner;
+        inner *= shape[a + 2];
+    }
+    // inner is now the spatial volume (times C for channels-last).
+    if (lay == layout::channels_last) {
+        st[1] = 1;
+        st[0] = inner;
+    } else {
+        st[1] = inner;
+        st[0] = inner * C;
+    }
+    return st;
+}
+
+/// 1 / divisor as the kernels apply it: the product of the per-axis factors, the override, or
+/// 0 / NaN for a window that counts no tap. Returned as the divisor itself (a double) and a
+/// flag saying the window is empty.
+template <std::size_t R>
+inline double window_divisor(const plan_data<R>& p, const window* const* w, bool& empty) noexcept {
+    empty = false;
+    if (p.divisor_override > 0) return static_cast<double>(p.divisor_override);
+    double div = 1.0;
+    for (std::size_t a = 0; a < R; ++a) div *= static_cast<double>(w[a]->divisor);
+    empty = div == 0.0;
+    return div;
+}
+
+/// The value written for a window with no counted tap.
+template <class T>
+inline T empty_window_value(bool nan) noexcept {
+    return nan ? static_cast<T>(std::numeric_limits<float>::quiet_NaN()) : static_cast<T>(0);
+}
+
+}  // namespace detail
+}  // namespace avgpool
+
+#endif  // AVGPOOL_DETAIL_PLAN_HPP

@@ -1,0 +1,65 @@
+// avgpool: header-only N-D average pooling.
+// SPDX-License-Identifier: MIT
+//
+// Per-axis window tables. Every pooling mode is separable: the taps of an output are a
+// product of per-axis tap sets and every divisor is a product of per-axis counts (or a
+// constant), so one table entry per axis and output index describes everything.
+#ifndef AVGPOOL_DETAIL_WINDOWS_HPP
+#define AVGPOOL_DETAIL_WINDOWS_HPP
+
+#include <cstddef>
+
+#include "../shape.hpp"
+#include "../types.hpp"
+
+namespace avgpool {
+namespace detail {
+
+/// The valid taps of one output index on one axis are first + i * dilation, i < count.
+/// `divisor` is this axis's factor of the window divisor (0: the window counts no tap).
+struct window {
+    index_t first = 0;
+    index_t count = 0;
+    index_t divisor = 0;
+};
+
+/// Window `o` of an axis with resolved pads. `div` must be exclude_pad, include_pad or
+/// full_kernel (full_kernel_if_padded is resolved per plan before this).
+constexpr window axis_window(index_t o, index_t X, index_t k, index_t s, index_t d, index_t pb,
+                             index_t pe, divisor_type div) noexcept {
+    const index_t start = o * s - pb;  // fits: o * s <= X + pb + pe, checked at inference
+    // Taps start + j * d, j in [0, k). Those inside [0, X):
+    const index_t j_lo = start >= 0 ? 0 : ceil_div(-start, d);
+    index_t j_hi = X - 1 - start < 0 ? 0 : floor_div(X - 1 - start, d) + 1;
+    if (j_hi > k) j_hi = k;
+    window w{};
+    w.count = j_hi > j_lo ? j_hi - j_lo : 0;
+    w.first = w.count > 0 ? start + j_lo * d : 0;
+    switch (div) {
+        case divisor_type::exclude_pad: w.divisor = w.count; break;
+        case divisor_type::include_pad: {
+            // Taps inside [-pb, X + pe): the padding counts, a ceil overhang past it does not.
+            // start >= -pb always, so only the upper end clips.
+            const index_t last = X + pe - 1 - start;
+            index_t n = last < 0 ? 0 : floor_div(last, d) + 1;
+            w.divisor = n > k ? k : n;
+            break;
+        }
+        default: w.divisor = k; break;
+    }
+    return w;
+}
+
+/// full_kernel_if_padded becomes full_kernel or exclude_pad once the pads are known.
+template <std::size_t R>
+constexpr divisor_type resolve_divisor(divisor_type div, const pool_geometry<R>& g) noexcept {
+    if (div != divisor_type::full_kernel_if_padded) return div;
+    for (std::size_t a = 0; a < R; ++a)
+        if (g.pads_begin[a] != 0 || g.pads_end[a] != 0) return divisor_type::full_kernel;
+    return divisor_type::exclude_pad;
+}
+
+}  // namespace detail
+}  // namespace avgpool
+
+#endif  // AVGPOOL_DETAIL_WINDOWS_HPP

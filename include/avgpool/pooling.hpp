@@ -1,0 +1,206 @@
+// avgpool: header-only N-D average pooling.
+// SPDX-License-Identifier: MIT
+//
+// The plan (pooling<R>) and the one-call avg_pool.
+#ifndef AVGPOOL_POOLING_HPP
+#define AVGPOOL_POOLING_HPP
+
+#include <cstddef>
+#include <type_traits>
+#include <utility>
+
+#include "detail/plan.hpp"
+#include "detail/reference.hpp"
+#include "detail/windows.hpp"
+#include "error.hpp"
+#include "executor.hpp"
+#include "shape.hpp"
+#include "types.hpp"
+
+namespace avgpool {
+namespace detail {
+
+template <class T>
+struct is_element : std::integral_constant<bool, std::is_same<T, float>::value ||
+                                                     std::is_same<T, double>::value> {};
+
+inline error_info null_pointer_error(const char* name) noexcept {
+    return make_error_novalue(errc::null_pointer, name, -1, "null pointer");
+}
+
+// Element count of {N, C, spatial...}, or false when it overflows int64.
+template <std::size_t N>
+constexpr bool checked_volume(const dims<N>& d, index_t& v) noexcept {
+    v = 1;
+    for (std::size_t i = 0; i < N; ++i)
+        if (!checked_mul(v, d[i], v)) return false;
+    return true;
+}
+
+}  // namespace detail
+
+/// A validated pooling plan: attributes checked and resolved once, window tables built once;
+/// then forward / sum / divisor run any number of times, on any element type, without
+/// allocating. Copyable; const methods are safe to call from several threads at once.
+///
+///     avgpool::pool_attrs<2> a;
+///     a.kernel = {3, 3};
+///     a.strides = {2, 2};
+///     auto plan = avgpool::pooling<2>::create({1, 64, 112, 112}, a);  // {N, C, H, W}
+///     if (!plan) return plan.error().message();
+///     std::vector<float> out(plan->output_size());                      // 1 x 64 x 55 x 55
+///     plan->forward(in.data(), out.data());
+template <std::size_t R>
+class pooling {
+    static_assert(R >= 1, "pooling needs at least one spatial axis");
+
+public:
+    /// Validates and resolves. input_shape is always the logical {N, C, spatial...}, whatever
+    /// the memory layout. Every error names the attribute, the axis and the value.
+    static result<pooling> create(const dims<R + 2>& input_shape, const pool_attrs<R>& attrs,
+                                  layout memory_layout = layout::channels_first) {
+        using detail::make_error;
+        if (!detail::valid_enum(memory_layout))
+            return make_error(errc::invalid_enum, "memory_layout", -1,
+                              static_cast<index_t>(memory_layout), "not a layout");
+        if (input_shape[0] < 1)
+            return make_error(errc::invalid_value, "input_shape", 0, input_shape[0],
+                              "batch N must be >= 1");
+        if (input_shape[1] < 1)
+            return make_error(errc::invalid_value, "input_shape", 1, input_shape[1],
+                              "channels C must be >= 1");
+        dims<R> spatial{};
+        for (std::size_t a = 0; a < R; ++a) spatial[a] = input_shape[a + 2];
+        auto geo = detail::infer_geometry_named<R>(spatial, attrs,
+                                                   detail::shape_naming{"input_shape", 2});
+        if (!geo) return geo.error_data();
+
+        pooling p;
+        detail::plan_data<R>& d = p.d_;
+        d.input_shape = input_shape;
+        d.output_shape[0] = input_shape[0];
+        d.output_shape[1] = input_shape[1];
+        for (std::size_t a = 0; a < R; ++a) d.output_shape[a + 2] = geo->output[a];
+        index_t volume = 0;
+        if (!detail::checked_volume(d.input_shape, volume))
+            return detail::make_error_novalue(errc::overflow, "input_shape", -1,
+                                              "element count N * C * spatial overflows int64");
+        if (!detail::checked_volume(d.output_shape, volume))
+            return detail::make_error_novalue(errc::overflow, "output_shape", -1,
+                                              "element count N * C * spatial overflows int64");
+        d.geometry = *geo;
+        d.memory_layout = memory_layout;
+        d.divisor = detail::resolve_divisor<R>(attrs.divisor, d.geometry);
+        d.divisor_override = attrs.divisor_override;
+        d.empty_window_nan = attrs.empty_window_nan;
+        p.build_windows();
+        return p;
+    }
+
+    /// Logical input shape {N, C, spatial...}.
+    const dims<R + 2>& input_shape() const noexcept { return d_.input_shape; }
+    /// Logical output shape {N, C, spatial_out...}.
+    const dims<R + 2>& output_shape() const noexcept { return d_.output_shape; }
+    /// Resolved per-axis geometry: pads after auto_pad, output extents.
+    const pool_geometry<R>& geometry() const noexcept { return d_.geometry; }
+    layout memory_layout() const noexcept { return d_.memory_layout; }
+    /// The divisor rule in force (full_kernel_if_padded already resolved).
+    divisor_type divisor_mode() const noexcept { return d_.divisor; }
+
+    /// Element counts of the input, the output, and the divisor() tensor.
+    index_t input_size() const noexcept { return d_.input_shape[0] * d_.input_shape[1] * d_.input_spatial_volume(); }
+    index_t output_size() const noexcept { return d_.output_shape[0] * d_.output_shape[1] * d_.output_spatial_volume(); }
+    index_t divisor_size() const noexcept { return d_.output_spatial_volume(); }
+
+    /// out = window sum / divisor, for every output. Returns an error (and writes nothing)
+    /// only for a null pointer. `exec` may run the work in parallel (see executor.hpp).
+    template <class T, class Exec>
+    status forward(const T* in, T* out, Exec&& exec) const {
+        return run(in, out, detail::pool_op::average, std::forward<Exec>(exec));
+    }
+    template <class T>
+    status forward(const T* in, T* out) const {
+        return run(in, out, detail::pool_op::average, sequential{});
+    }
+
+    /// out = window sum over the counted input taps (nGraph's sum tensor); padding adds 0.
+    template <class T, class Exec>
+    status sum(const T* in, T* out, Exec&& exec) const {
+        return run(in, out, detail::pool_op::sum, std::forward<Exec>(exec));
+    }
+    template <class T>
+    status sum(const T* in, T* out) const {
+        return run(in, out, detail::pool_op::sum, sequential{});
+    }
+
+    /// The divisor of every output position: a tensor of the output spatial shape only
+    /// (the same for every N and C). 0 marks a window that counts no tap.
+    template <class T>
+    status divisor(T* out) const {
+        static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
+        if (out == nullptr) return detail::null_pointer_error("out");
+        detail::reference_divisor<T, R>(d_, out);
+        return status{};
+    }
+
+private:
+    pooling() = default;
+
+    void build_windows() {
+        const pool_geometry<R>& g = d_.geometry;
+        std::size_t total = 0;
+        for (std::size_t a = 0; a < R; ++a) {
+            d_.offset[a] = total;
+            total += static_cast<std::size_t>(g.output[a]);
+        }
+        d_.windows.resize(total);
+        for (std::size_t a = 0; a < R; ++a)
+            for (index_t o = 0; o < g.output[a]; ++o)
+                d_.windows[d_.offset[a] + static_cast<std::size_t>(o)] = detail::axis_window(
+                    o, g.input[a], g.kernel[a], g.strides[a], g.dilations[a], g.pads_begin[a],
+                    g.pads_end[a], d_.divisor);
+    }
+
+    template <class T, class Exec>
+    status run(const T* in, T* out, detail::pool_op op, Exec&& exec) const {
+        static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
+        if (in == nullptr) return detail::null_pointer_error("in");
+        if (out == nullptr) return detail::null_pointer_error("out");
+        const index_t items = d_.input_shape[0] * d_.input_shape[1];
+        exec(items, [this, in, out, op](index_t begin, index_t end) {
+            detail::reference_pool<T, R>(d_, in, out, op, begin, end);
+        });
+        return status{};
+    }
+
+    detail::plan_data<R> d_;
+};
+
+/// One call, no plan kept: out = average pooling of in. Throws avgpool::error on bad input
+/// when exceptions are on (else returns it); the output buffer is untouched on error.
+///
+///     avgpool::pool_attrs<2> a;
+///     a.kernel = {2, 2};
+///     a.strides = {2, 2};
+///     avgpool::avg_pool<float, 2>(in, {1, 3, 32, 32}, a, out);  // out: 1 x 3 x 16 x 16
+template <class T, std::size_t R>
+status avg_pool(const T* in, const dims<R + 2>& input_shape, const pool_attrs<R>& attrs, T* out,
+                layout memory_layout = layout::channels_first) {
+    status st{};
+    if (in == nullptr) {
+        st = detail::null_pointer_error("in");
+    } else if (out == nullptr) {
+        st = detail::null_pointer_error("out");
+    } else {
+        auto plan = pooling<R>::create(input_shape, attrs, memory_layout);
+        st = plan ? plan->forward(in, out) : status(plan.error_data());
+    }
+#if AVGPOOL_HAS_EXCEPTIONS
+    if (!st) throw avgpool::error(st.error_data());
+#endif
+    return st;
+}
+
+}  // namespace avgpool
+
+#endif  // AVGPOOL_POOLING_HPP
