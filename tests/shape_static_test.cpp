@@ -76,6 +76,11 @@ static_assert(avgpool::infer_geometry<1>({8}, attrs<1>({2}, {0}, {0}, {0})).erro
 static_assert(avgpool::infer_geometry<2>({8, 8}, attrs<2>({2, 2}, {1, 1}, {0, -1}, {0, 0})).error_data().axis == 1, "");
 static_assert(avgpool::infer_geometry<1>({index_t(1) << 62}, attrs<1>({2}, {1}, {index_t(1) << 62}, {index_t(1) << 62}))
                   .error_code() == avgpool::errc::overflow, "checked, not UB");
+// ceil with a stride past half the int64 range: the last window's start would overflow.
+static_assert(avgpool::output_extent((index_t(1) << 62) + 3, 1, (index_t(1) << 62) + 1, 1, 0, 0,
+                                     pad_type::explicit_pads, rounding_type::ceil)
+                  .error_code() == avgpool::errc::overflow, "");
+static_assert(avgpool::output_extent((index_t(1) << 62) + 2, 1, (index_t(1) << 62) + 1, 1, 0, 0).value() == 2, "floor fits");
 static_assert(avgpool::output_extent(7, 3, 3, 1, 0, 0, pad_type::explicit_pads, rounding_type::ceil).value() == 3, "");
 static_assert(avgpool::output_extent(0, 1, 1, 1, 0, 0).error_code() == avgpool::errc::invalid_value, "");
 

@@ -96,20 +96,20 @@ constexpr error_info resolve_axis(index_t X, index_t k, index_t s, index_t d, in
             index_t o = 0;
             switch (rounding) {
                 case rounding_type::floor: o = span / s + 1; break;
-                case rounding_type::ceil: o = ceil_div(span, s) + 1; break;
-                case rounding_type::ceil_torch: {
-                    o = ceil_div(span, s) + 1;
-                    // Drop a last window that would start inside the end padding. (o - 1) * s
-                    // <= span + s - 1 cannot overflow: span <= max and s <= max, but their sum
-                    // can, so compare without forming it.
-                    index_t last_start = 0;
-                    if (checked_mul(o - 1, s, last_start) && last_start >= X + pb) --o;
-                    break;
-                }
+                case rounding_type::ceil:
+                case rounding_type::ceil_torch: o = ceil_div(span, s) + 1; break;
                 default:
                     return make_error(errc::invalid_enum, "rounding", -1,
                                       static_cast<index_t>(rounding), "not a rounding_type");
             }
+            // Kernels index from the last window's start (o - 1) * s - pb; under ceil it can
+            // pass X + pe, so prove it representable instead of assuming it.
+            index_t last_start = 0;
+            if (!checked_mul(o - 1, s, last_start))
+                return make_error(errc::overflow, "strides", axis, s,
+                                  "last window start ({0} - 1) * stride overflows int64", o);
+            // ceil_torch drops a last window that would start inside the end padding.
+            if (rounding == rounding_type::ceil_torch && last_start >= X + pb) --o;
             out = axis_shape{o, pb, pe};
             return error_info{};
         }

@@ -65,9 +65,8 @@ inline dims<R + 2> element_strides(const dims<R + 2>& shape, layout lay) noexcep
     return st;
 }
 
-/// 1 / divisor as the kernels apply it: the product of the per-axis factors, the override, or
-/// 0 / NaN for a window that counts no tap. Returned as the divisor itself (a double) and a
-/// flag saying the window is empty.
+/// The divisor of one window: the override, or the product of the per-axis factors; `empty` is
+/// set when that product is 0 (the window counts no tap).
 template <std::size_t R>
 inline double window_divisor(const plan_data<R>& p, const window* const* w, bool& empty) noexcept {
     empty = false;
