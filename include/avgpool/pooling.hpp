@@ -5,10 +5,12 @@
 #ifndef AVGPOOL_POOLING_HPP
 #define AVGPOOL_POOLING_HPP
 
+#include <algorithm>
 #include <cstddef>
 #include <type_traits>
 #include <utility>
 
+#include "detail/kernel_cf.hpp"
 #include "detail/plan.hpp"
 #include "detail/reference.hpp"
 #include "detail/windows.hpp"
@@ -51,8 +53,22 @@ constexpr bool checked_volume(const dims<N>& d, index_t& v) noexcept {
 ///     std::vector<float> out(plan->output_size());                      // 1 x 64 x 55 x 55
 ///     plan->forward(in.data(), out.data());
 template <std::size_t R>
+class pooling;
+
+namespace detail {
+/// Read access to a plan's resolved data, for the library's own tests and benchmarks.
+struct plan_access {
+    template <std::size_t R>
+    static const plan_data<R>& data(const pooling<R>& p) noexcept {
+        return p.d_;
+    }
+};
+}  // namespace detail
+
+template <std::size_t R>
 class pooling {
     static_assert(R >= 1, "pooling needs at least one spatial axis");
+    friend struct detail::plan_access;
 
 public:
     /// Validates and resolves. input_shape is always the logical {N, C, spatial...}, whatever
@@ -159,6 +175,29 @@ private:
                 d_.windows[d_.offset[a] + static_cast<std::size_t>(o)] = detail::axis_window(
                     o, g.input[a], g.kernel[a], g.strides[a], g.dilations[a], g.pads_begin[a],
                     g.pads_end[a], d_.divisor);
+
+        d_.global = true;
+        double max_div = 1.0;
+        for (std::size_t a = 0; a < R; ++a) {
+            const detail::window* w = d_.axis(a);
+            d_.global = d_.global && g.output[a] == 1 && w->first == 0 && w->count == g.input[a];
+            index_t m = 0;
+            for (index_t o = 0; o < g.output[a]; ++o) m = std::max(m, w[o].divisor);
+            max_div *= static_cast<double>(m);
+        }
+        d_.max_divisor = d_.divisor_override > 0 ? static_cast<double>(d_.divisor_override) : max_div;
+
+        constexpr std::size_t pad = 64;  // >= any vector width
+        const detail::window* last = d_.axis(R - 1);
+        const std::size_t n = static_cast<std::size_t>(g.output[R - 1]);
+        d_.last_div_f.assign(n + pad, 1.0f);
+        d_.last_div_d.assign(n + pad, 1.0);
+        for (std::size_t o = 0; o < n; ++o) {
+            const index_t f = last[o].divisor;
+            const double eff = f != 0 ? static_cast<double>(f) : (d_.empty_window_nan ? 0.0 : 1.0);
+            d_.last_div_f[o] = static_cast<float>(eff);
+            d_.last_div_d[o] = eff;
+        }
     }
 
     template <class T, class Exec>
@@ -167,9 +206,14 @@ private:
         if (in == nullptr) return detail::null_pointer_error("in");
         if (out == nullptr) return detail::null_pointer_error("out");
         const index_t items = d_.input_shape[0] * d_.input_shape[1];
-        exec(items, [this, in, out, op](index_t begin, index_t end) {
-            detail::reference_pool<T, R>(d_, in, out, op, begin, end);
-        });
+        if (detail::cf_applicable<T, R>(d_)) {
+            const detail::cf_kernel<T, R> kernel(d_, op);
+            exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
+        } else {
+            exec(items, [this, in, out, op](index_t begin, index_t end) {
+                detail::reference_pool<T, R>(d_, in, out, op, begin, end);
+            });
+        }
         return status{};
     }
 

@@ -29,6 +29,23 @@ struct plan_data {
     std::vector<window> windows;
     std::array<std::size_t, R> offset{};
 
+    // For the fast kernels, derived once from the windows:
+    bool global = false;       // one window covering the whole input on every axis
+    double max_divisor = 0.0;  // bound on any divisor (must be exact in the element type)
+    // Last axis divisor factor per output, with an empty window's 0 made 1 (sum 0 / 1 = 0) or
+    // kept 0 under empty_window_nan (0 / 0 = NaN); padded with 1s for whole-vector reads.
+    std::vector<float> last_div_f;
+    std::vector<double> last_div_d;
+
+    template <class T>
+    const T* last_divisor() const noexcept {
+        if constexpr (sizeof(T) == sizeof(float)) {
+            return last_div_f.data();
+        } else {
+            return last_div_d.data();
+        }
+    }
+
     const window* axis(std::size_t a) const noexcept { return windows.data() + offset[a]; }
 
     index_t input_spatial_volume() const noexcept {

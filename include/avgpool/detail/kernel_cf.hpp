@@ -1,0 +1,285 @@
+// avgpool: header-only N-D average pooling.
+// SPDX-License-Identifier: MIT
+//
+// The fast channels-first kernel (R = 1, 2, 3; float and double), built on separability:
+// for each output row, the input rows of the window's outer taps are summed vertically into a
+// zero-padded row buffer at full SIMD width (contiguous loads, no gathers); the buffer is then
+// reduced horizontally, one SIMD lane per output. Padding taps are the buffer's zeros, so
+// every output of a row takes the same number of adds and only the divisor differs.
+// Stride 2 is de-interleaved in registers into even/odd phases instead of wasting lanes.
+// Sums are nested per axis (sum over w of sum over h of sum over d), which keeps the rounding
+// error within 4 * (k_1 + ... + k_R) * eps * sum|x| (DESIGN.md section 3).
+#ifndef AVGPOOL_DETAIL_KERNEL_CF_HPP
+#define AVGPOOL_DETAIL_KERNEL_CF_HPP
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstring>
+
+#include "plan.hpp"
+#include "reference.hpp"
+#include "simd.hpp"
+
+namespace avgpool {
+namespace detail {
+
+// Row buffer capacity (elements): a tile of output columns is sized to fit, so any width
+// runs without allocating. 2048 floats + phases stay well inside L1 + L2.
+constexpr index_t cf_buffer = 2048;
+// Outer-axis taps are listed on the stack; larger outer kernels take the reference path.
+constexpr index_t cf_max_outer_taps = 512;
+
+template <class T>
+constexpr double exact_integer_limit() noexcept {
+    return sizeof(T) == 4 ? 16777216.0 : 9007199254740992.0;  // 2^24, 2^53
+}
+
+/// Whether the fast channels-first kernel covers this plan for element type T.
+template <class T, std::size_t R>
+bool cf_applicable(const plan_data<R>& p) noexcept {
+    if (R > 3 || p.memory_layout != layout::channels_first) return false;
+    // Divisors are formed in T: they must be exact integers there.
+    if (p.max_divisor > exact_integer_limit<T>()) return false;
+    if (p.global) return true;
+    const pool_geometry<R>& g = p.geometry;
+    for (std::size_t a = 0; a + 1 < R; ++a)
+        if (g.kernel[a] > cf_max_outer_taps) return false;
+    const index_t ke = (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1;
+    return ke <= cf_buffer / 2;
+}
+
+/// Sum of n contiguous values: blocks of 4 independent vector accumulators, the block sums
+/// added in double. Error ~ (block / (4 * width) + log2 + n / block) * eps * sum|x|.
+template <class T>
+double contiguous_sum(const T* x, index_t n) noexcept {
+    using V = vec<T>;
+    constexpr index_t L = static_cast<index_t>(V::width);
+    constexpr index_t block = 1024;
+    double total = 0.0;
+    for (index_t b0 = 0; b0 < n; b0 += block) {
+        const index_t b1 = std::min(n, b0 + block);
+        V a0 = V::splat(T(0)), a1 = a0, a2 = a0, a3 = a0;
+        index_t i = b0;
+        for (; i + 4 * L <= b1; i += 4 * L) {
+            a0 = a0 + V::load(x + i);
+            a1 = a1 + V::load(x + i + L);
+            a2 = a2 + V::load(x + i + 2 * L);
+            a3 = a3 + V::load(x + i + 3 * L);
+        }
+        for (; i + L <= b1; i += L) a0 = a0 + V::load(x + i);
+        T lanes[V::width];
+        ((a0 + a1) + (a2 + a3)).store(lanes);
+        T s = T(0);
+        for (index_t l = 0; l < L; ++l) s += lanes[l];
+        for (; i < b1; ++i) s += x[i];
+        total += static_cast<double>(s);
+    }
+    return total;
+}
+
+template <class T, std::size_t R>
+class cf_kernel {
+    using V = vec<T>;
+    static constexpr index_t L = static_cast<index_t>(V::width);
+    static constexpr index_t slack = 2 * L;  // zeroed room for whole-vector over-reads
+
+public:
+    cf_kernel(const plan_data<R>& p, pool_op op) : p_(p), op_(op) {
+        const pool_geometry<R>& g = p.geometry;
+        W_ = g.input[R - 1];
+        Wo_ = g.output[R - 1];
+        s_ = g.strides[R - 1];
+        d_ = g.dilations[R - 1];
+        k_ = g.kernel[R - 1];
+        pb_ = g.pads_begin[R - 1];
+        const index_t ke = (k_ - 1) * d_ + 1;
+        tile_ = std::min(Wo_, (cf_buffer - ke) / s_ + 1);
+        last_div_ = p.template last_divisor<T>();
+    }
+
+    /// Planes item_begin .. item_end - 1 (item = n * C + c).
+    void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
+        const index_t in_plane = p_.input_spatial_volume(), out_plane = p_.output_spatial_volume();
+        for (index_t item = item_begin; item < item_end; ++item) {
+            const T* src = in + item * in_plane;
+            T* dst = out + item * out_plane;
+            if (p_.global) {
+                global(src, dst, in_plane);
+            } else {
+                plane(src, dst);
+            }
+        }
+    }
+
+private:
+    void global(const T* src, T* dst, index_t n) const {
+        const double sum = contiguous_sum(src, n);
+        if (op_ == pool_op::sum) {
+            *dst = static_cast<T>(sum);
+            return;
+        }
+        const window* w[R];
+        for (std::size_t a = 0; a < R; ++a) w[a] = p_.axis(a);
+        bool empty = false;
+        const double div = window_divisor<R>(p_, w, empty);
+        *dst = empty ? empty_window_value<T>(p_.empty_window_nan) : static_cast<T>(sum / div);
+    }
+
+    // One (n, c) plane: walk the output rows of the outer axes.
+    void plane(const T* src, T* dst) const {
+        const pool_geometry<R>& g = p_.geometry;
+        std::array<index_t, cf_max_outer_taps> off0{}, off1{};
+        if constexpr (R == 1) {
+            off0[0] = off1[0] = 0;
+            row(src, dst, off0.data(), 1, off1.data(), 1, 1.0);
+        } else if constexpr (R == 2) {
+            off0[0] = 0;
+            for (index_t oh = 0; oh < g.output[0]; ++oh) {
+                const window& wh = p_.axis(0)[oh];
+                for (index_t j = 0; j < wh.count; ++j) off1[j] = (wh.first + j * g.dilations[0]) * W_;
+                row(src, dst + oh * Wo_, off0.data(), 1, off1.data(), wh.count, outer_factor(&wh, 1));
+            }
+        } else {
+            const index_t HW = g.input[1] * W_;
+            for (index_t od = 0; od < g.output[0]; ++od) {
+                const window& wd = p_.axis(0)[od];
+                for (index_t i = 0; i < wd.count; ++i) off0[i] = (wd.first + i * g.dilations[0]) * HW;
+                for (index_t oh = 0; oh < g.output[1]; ++oh) {
+                    const window& wh = p_.axis(1)[oh];
+                    for (index_t j = 0; j < wh.count; ++j) off1[j] = (wh.first + j * g.dilations[1]) * W_;
+                    const window ws[2] = {wd, wh};
+                    row(src, dst + (od * g.output[1] + oh) * Wo_, off0.data(), wd.count, off1.data(),
+                        wh.count, outer_factor(ws, 2));
+                }
+            }
+        }
+    }
+
+    // Product of the outer axes' divisor factors; 1 with an override (applied in the row).
+    double outer_factor(const window* w, int n) const noexcept {
+        double f = 1.0;
+        for (int a = 0; a < n; ++a) f *= static_cast<double>(w[a].divisor);
+        return f;
+    }
+
+    // Vertical sum of the outer taps at input column x, nested: sum_i (sum_j src[off0+off1+x]).
+    static V vsum(const T* src, const index_t* off0, index_t n0, const index_t* off1, index_t n1,
+                  index_t x) noexcept {
+        V acc = V::splat(T(0));
+        for (index_t i = 0; i < n0; ++i) {
+            const T* base = src + off0[i] + x;
+            V inner = V::load(base + off1[0]);
+            for (index_t j = 1; j < n1; ++j) inner = inner + V::load(base + off1[j]);
+            acc = i == 0 ? inner : acc + inner;
+        }
+        return acc;
+    }
+    static T vsum1(const T* src, const index_t* off0, index_t n0, const index_t* off1, index_t n1,
+                   index_t x) noexcept {
+        T acc = T(0);
+        for (index_t i = 0; i < n0; ++i) {
+            const T* base = src + off0[i] + x;
+            T inner = base[off1[0]];
+            for (index_t j = 1; j < n1; ++j) inner += base[off1[j]];
+            acc = i == 0 ? inner : acc + inner;
+        }
+        return acc;
+    }
+
+    // One output row: tiles of output columns, each through the row buffer.
+    void row(const T* src, T* dst, const index_t* off0, index_t n0, const index_t* off1, index_t n1,
+             double outer) const {
+        const bool average = op_ == pool_op::average;
+        const bool override_div = p_.divisor_override > 0;
+        if (average && !override_div && outer == 0.0) {
+            // The outer window counts no tap: every output of the row is empty.
+            std::fill(dst, dst + Wo_, empty_window_value<T>(p_.empty_window_nan));
+            return;
+        }
+        const bool no_taps = n0 == 0 || n1 == 0;  // include_pad windows wholly in padding
+        const V scale = V::splat(static_cast<T>(override_div ? 1.0 : outer));
+        const V fixed = V::splat(static_cast<T>(p_.divisor_override));
+
+        alignas(64) T buf[cf_buffer + slack];
+        alignas(64) T even[cf_buffer / 2 + slack];
+        alignas(64) T odd[cf_buffer / 2 + slack];
+        for (index_t t0 = 0; t0 < Wo_; t0 += tile_) {
+            const index_t wt = std::min(tile_, Wo_ - t0);
+            const index_t P0 = t0 * s_;  // padded coordinate of buf[0]
+            const index_t len = (wt - 1) * s_ + (k_ - 1) * d_ + 1;
+            // buf[i] holds padded coordinate P0 + i, input column P0 + i - pb.
+            const index_t i_lo = std::clamp(pb_ - P0, index_t(0), len);
+            const index_t i_hi = no_taps ? i_lo : std::clamp(pb_ + W_ - P0, i_lo, len);
+            std::fill(buf, buf + i_lo, T(0));
+            const index_t x0 = P0 + i_lo - pb_;
+            index_t i = i_lo;
+            for (; i + L <= i_hi; i += L) vsum(src, off0, n0, off1, n1, x0 + (i - i_lo)).store(buf + i);
+            for (; i < i_hi; ++i) buf[i] = vsum1(src, off0, n0, off1, n1, x0 + (i - i_lo));
+            std::fill(buf + i_hi, buf + len + slack, T(0));
+
+            T* out = dst + t0;
+            if (s_ == 1) {
+                horizontal(out, wt, t0, buf, buf, 1, average, override_div, scale, fixed);
+            } else if (s_ == 2) {
+                const index_t half = (len + 1) / 2;
+                for (index_t m = 0; m < half; m += L) {
+                    V e, o;
+                    deinterleave2(V::load(buf + 2 * m), V::load(buf + 2 * m + L), e, o);
+                    e.store(even + m);
+                    o.store(odd + m);
+                }
+                std::fill(even + half, even + half + slack, T(0));  // past the loop's last vector
+                std::fill(odd + half, odd + half + slack, T(0));
+                horizontal(out, wt, t0, even, odd, 2, average, override_div, scale, fixed);
+            } else {
+                scalar_horizontal(out, wt, t0, buf, average, override_div, outer);
+            }
+        }
+    }
+
+    // out[u] = sum_j tap(u * s + j * d) / divisor, SIMD over u, for s = 1 (ph0 = buffer) or
+    // s = 2 (ph0 / ph1 = even / odd phases: tap t lives in phase t % 2 at index u + t / 2).
+    void horizontal(T* out, index_t wt, index_t t0, const T* ph0, const T* ph1, index_t s,
+                    bool average, bool override_div, V scale, V fixed) const {
+        for (index_t u = 0; u < wt; u += L) {
+            V acc = V::splat(T(0));
+            for (index_t j = 0; j < k_; ++j) {
+                const index_t t = j * d_;
+                const T* ph = (s == 1 || t % 2 == 0) ? ph0 : ph1;
+                const V v = V::load(ph + u + (s == 1 ? t : t / 2));
+                acc = j == 0 ? v : acc + v;
+            }
+            if (average) acc = acc / (override_div ? fixed : scale * V::load(last_div_ + t0 + u));
+            if (u + L <= wt) {
+                acc.store(out + u);
+            } else {
+                T tmp[V::width];
+                acc.store(tmp);
+                std::memcpy(out + u, tmp, static_cast<std::size_t>(wt - u) * sizeof(T));
+            }
+        }
+    }
+
+    void scalar_horizontal(T* out, index_t wt, index_t t0, const T* buf, bool average, bool override_div,
+                           double outer) const {
+        for (index_t u = 0; u < wt; ++u) {
+            T acc = buf[u * s_];
+            for (index_t j = 1; j < k_; ++j) acc += buf[u * s_ + j * d_];
+            if (average)
+                acc = acc / (override_div ? static_cast<T>(p_.divisor_override)
+                                          : static_cast<T>(outer) * last_div_[t0 + u]);
+            out[u] = acc;
+        }
+    }
+
+    const plan_data<R>& p_;
+    pool_op op_;
+    index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, tile_ = 1;
+    const T* last_div_ = nullptr;
+};
+
+}  // namespace detail
+}  // namespace avgpool
+
+#endif  // AVGPOOL_DETAIL_KERNEL_CF_HPP

@@ -1,0 +1,166 @@
+// The fast channels-first kernel against the reference kernel (the oracle), within the accuracy
+// bound of DESIGN.md section 3, on randomized geometries: odd widths, strides 1-5, kernels 1-13,
+// dilations, every pad mode and divisor, ranks 1-3, rows wide enough to need several tiles.
+#include <gtest/gtest.h>
+
+#include <avgpool/avgpool.hpp>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using avgpool::index_t;
+
+template <class T>
+constexpr double eps() {
+    return sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
+}
+
+// Runs both kernels through the plan's own data and compares every output.
+template <class T, std::size_t R>
+void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a, std::mt19937_64& gen,
+             const std::string& trace) {
+    SCOPED_TRACE(trace);
+    auto plan = avgpool::pooling<R>::create(shape, a);
+    if (!plan) return;  // geometry rejected: covered elsewhere
+    const auto& d = avgpool::detail::plan_access::data(*plan);
+    ASSERT_TRUE((avgpool::detail::cf_applicable<T, R>(d))) << "expected the fast path";
+    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    std::vector<T> in(static_cast<std::size_t>(plan->input_size()));
+    for (T& x : in) x = static_cast<T>(dist(gen));
+    std::vector<T> absin(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) absin[i] = std::fabs(in[i]);
+    const std::size_t n = static_cast<std::size_t>(plan->output_size());
+    const index_t items = shape[0] * shape[1];
+    for (auto op : {avgpool::detail::pool_op::average, avgpool::detail::pool_op::sum}) {
+        std::vector<T> fast(n, T(1e30)), ref(n), ref_abs(n), ref_abs_sum(n);
+        avgpool::detail::cf_kernel<T, R>(d, op).run(in.data(), fast.data(), 0, items);
+        avgpool::detail::reference_pool<T, R>(d, in.data(), ref.data(), op, 0, items);
+        // Magnitude for the bound: the same window statistic of |x| (sum of |x| over the taps,
+        // divided like the output), from the reference kernel.
+        avgpool::detail::reference_pool<T, R>(d, absin.data(), ref_abs.data(), op, 0, items);
+        double ksum = 0;
+        for (std::size_t ax = 0; ax < R; ++ax) ksum += static_cast<double>(a.kernel[ax]);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (std::isnan(ref[i])) {
+                ASSERT_TRUE(std::isnan(fast[i])) << "output " << i;
+                continue;
+            }
+            const double bound = 4 * ksum * eps<T>() * static_cast<double>(ref_abs[i]) * (1 + 1e-6) +
+                                 std::numeric_limits<T>::denorm_min();
+            ASSERT_LE(std::fabs(static_cast<double>(fast[i]) - static_cast<double>(ref[i])), bound)
+                << "output " << i << ": fast " << fast[i] << " reference " << ref[i]
+                << (op == avgpool::detail::pool_op::sum ? " (sum)" : " (average)");
+        }
+    }
+}
+
+template <std::size_t R>
+avgpool::pool_attrs<R> random_attrs(std::mt19937_64& gen, const avgpool::dims<R>& spatial) {
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    avgpool::pool_attrs<R> a;
+    for (std::size_t ax = 0; ax < R; ++ax) {
+        a.kernel[ax] = pick(1, std::min<index_t>(13, spatial[ax] + 2));
+        a.strides[ax] = pick(1, 5);
+        a.dilations[ax] = pick(0, 3) == 0 ? pick(2, 3) : 1;
+        a.pads_begin[ax] = pick(0, a.kernel[ax]);
+        a.pads_end[ax] = pick(0, a.kernel[ax] + 1);
+    }
+    a.auto_pad = static_cast<avgpool::pad_type>(pick(0, 3));
+    a.rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
+    a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
+    a.divisor_override = pick(0, 5) == 0 ? pick(1, 30) : 0;
+    a.empty_window_nan = pick(0, 1) == 1;
+    return a;
+}
+
+template <std::size_t R>
+std::string describe(const avgpool::dims<R + 2>& s, const avgpool::pool_attrs<R>& a, std::uint64_t seed) {
+    std::string t = "seed " + std::to_string(seed) + " shape";
+    for (index_t v : s) t += " " + std::to_string(v);
+    auto list = [&](const char* name, const avgpool::dims<R>& d) {
+        t += std::string(" ") + name;
+        for (index_t v : d) t += " " + std::to_string(v);
+    };
+    list("k", a.kernel);
+    list("s", a.strides);
+    list("d", a.dilations);
+    list("pb", a.pads_begin);
+    list("pe", a.pads_end);
+    t += " pad " + std::to_string(static_cast<int>(a.auto_pad)) + " round " + std::to_string(static_cast<int>(a.rounding)) +
+         " div " + std::to_string(static_cast<int>(a.divisor)) + " override " + std::to_string(a.divisor_override) +
+         " nan " + std::to_string(a.empty_window_nan);
+    return t;
+}
+
+template <class T, std::size_t R>
+void random_suite(int cases, index_t max_extent, index_t max_last) {
+    for (int c = 0; c < cases; ++c) {
+        const std::uint64_t seed = 1000 * R + static_cast<std::uint64_t>(c) + (sizeof(T) == 4 ? 0 : 500000);
+        std::mt19937_64 gen(seed);
+        auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+        avgpool::dims<R + 2> shape{};
+        shape[0] = pick(1, 2);
+        shape[1] = pick(1, 3);
+        avgpool::dims<R> spatial{};
+        for (std::size_t ax = 0; ax < R; ++ax) spatial[ax] = pick(1, ax + 1 == R ? max_last : max_extent);
+        for (std::size_t ax = 0; ax < R; ++ax) shape[ax + 2] = spatial[ax];
+        const auto a = random_attrs<R>(gen, spatial);
+        compare<T, R>(shape, a, gen, describe<R>(shape, a, seed));
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
+TEST(FastKernel, Rank1MatchesReference) {
+    random_suite<float, 1>(400, 0, 300);
+    random_suite<double, 1>(150, 0, 300);
+}
+TEST(FastKernel, Rank2MatchesReference) {
+    random_suite<float, 2>(300, 20, 70);
+    random_suite<double, 2>(100, 20, 70);
+}
+TEST(FastKernel, Rank3MatchesReference) {
+    random_suite<float, 3>(150, 9, 20);
+    random_suite<double, 3>(60, 9, 20);
+}
+
+// Rows longer than one buffer tile (2048 elements) and every stride 1-5, kernels 1-13.
+TEST(FastKernel, WideRowsSpanSeveralTiles) {
+    std::mt19937_64 gen(7);
+    for (index_t s = 1; s <= 5; ++s) {
+        for (index_t k : {1, 2, 3, 7, 13}) {
+            avgpool::pool_attrs<1> a;
+            a.kernel = {k};
+            a.strides = {s};
+            a.pads_begin = {k / 2};
+            a.pads_end = {k / 2};
+            a.rounding = avgpool::rounding_type::ceil;
+            a.divisor = avgpool::divisor_type::include_pad;
+            const avgpool::dims<3> shape{1, 2, 5000 + 37 * s + k};
+            compare<float, 1>(shape, a, gen, "wide s " + std::to_string(s) + " k " + std::to_string(k));
+            a.dilations = {2};
+            compare<double, 1>(shape, a, gen, "wide dilated s " + std::to_string(s) + " k " + std::to_string(k));
+        }
+    }
+}
+
+// Global pooling takes its own path (one contiguous sum per plane).
+TEST(FastKernel, GlobalPooling) {
+    std::mt19937_64 gen(11);
+    avgpool::pool_attrs<2> a;
+    a.kernel = {56, 57};
+    compare<float, 2>({1, 3, 56, 57}, a, gen, "global 56x57");
+    avgpool::pool_attrs<3> b;
+    b.kernel = {32, 7, 7};
+    compare<float, 3>({1, 2, 32, 7, 7}, b, gen, "global 32x7x7");
+    compare<double, 3>({1, 2, 32, 7, 7}, b, gen, "global 32x7x7 double");
+    auto plan = avgpool::pooling<3>::create({1, 2, 32, 7, 7}, b);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_TRUE(avgpool::detail::plan_access::data(*plan).global);
+}
+
+}  // namespace
