@@ -50,28 +50,33 @@ std::vector<shape> read_shapes(const char* path) {
     return out;
 }
 
-// The shape's spatial axes (the last nd of D, H, W) as a 2-D or 3-D problem; 1-D shapes run
-// as 2-D with H = 1, which is the same computation.
+// The shape as an R-D problem over its last R spatial axes (R = nd).
+template <std::size_t R>
 struct problem {
-    avgpool::dims<5> in_shape{};
-    avgpool::pool_attrs<3> attrs;
+    avgpool::dims<R + 2> in_shape{};
+    avgpool::pool_attrs<R> attrs;
 };
 
-problem make_problem(const shape& sh, avgpool::divisor_type div) {
-    problem p;
-    p.in_shape = {1, sh.C, sh.in[0], sh.in[1], sh.in[2]};
-    for (int i = 0; i < 3; ++i) {
-        p.attrs.kernel[i] = sh.k[i];
-        p.attrs.strides[i] = sh.s[i];
-        p.attrs.pads_begin[i] = sh.pb[i];
-        p.attrs.pads_end[i] = sh.pe[i];
+template <std::size_t R>
+problem<R> make_problem(const shape& sh, avgpool::divisor_type div) {
+    problem<R> p;
+    p.in_shape[0] = 1;
+    p.in_shape[1] = sh.C;
+    for (std::size_t i = 0; i < R; ++i) {
+        const std::size_t j = 3 - R + i;
+        p.in_shape[i + 2] = sh.in[j];
+        p.attrs.kernel[i] = sh.k[j];
+        p.attrs.strides[i] = sh.s[j];
+        p.attrs.pads_begin[i] = sh.pb[j];
+        p.attrs.pads_end[i] = sh.pe[j];
     }
     p.attrs.divisor = div;
     return p;
 }
 
-void bench_avgpool(benchmark::State& state, problem p) {
-    auto plan = avgpool::pooling<3>::create(p.in_shape, p.attrs);
+template <std::size_t R>
+void bench_avgpool(benchmark::State& state, problem<R> p) {
+    auto plan = avgpool::pooling<R>::create(p.in_shape, p.attrs);
     if (!plan) {
         state.SkipWithError(plan.error().message().c_str());
         return;
@@ -86,8 +91,9 @@ void bench_avgpool(benchmark::State& state, problem p) {
     state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((in.size() + out.size()) * sizeof(float)));
 }
 
-void bench_memcpy(benchmark::State& state, problem p) {
-    auto plan = avgpool::pooling<3>::create(p.in_shape, p.attrs);
+template <std::size_t R>
+void bench_memcpy(benchmark::State& state, problem<R> p) {
+    auto plan = avgpool::pooling<R>::create(p.in_shape, p.attrs);
     if (!plan) {
         state.SkipWithError(plan.error().message().c_str());
         return;
@@ -103,27 +109,31 @@ void bench_memcpy(benchmark::State& state, problem p) {
 }
 
 #if AVGPOOL_BENCH_HAVE_DNNL
-void bench_onednn(benchmark::State& state, problem p, bool include_padding) {
+template <std::size_t R>
+void bench_onednn(benchmark::State& state, problem<R> p, bool include_padding) {
     using namespace dnnl;
-    auto plan = avgpool::pooling<3>::create(p.in_shape, p.attrs);
+    auto plan = avgpool::pooling<R>::create(p.in_shape, p.attrs);
     if (!plan) {
         state.SkipWithError(plan.error().message().c_str());
         return;
     }
     engine eng(engine::kind::cpu, 0);
     stream strm(eng);
-    const auto& is = p.in_shape;
-    const auto& os = plan->output_shape();
-    memory::desc src_md({is[0], is[1], is[2], is[3], is[4]}, memory::data_type::f32, memory::format_tag::ncdhw);
-    memory::desc dst_md({os[0], os[1], os[2], os[3], os[4]}, memory::data_type::f32, memory::format_tag::ncdhw);
+    const memory::format_tag tag = R == 1 ? memory::format_tag::ncw
+                                   : R == 2 ? memory::format_tag::nchw
+                                            : memory::format_tag::ncdhw;
+    const memory::dims src_dims(p.in_shape.begin(), p.in_shape.end());
+    const memory::dims dst_dims(plan->output_shape().begin(), plan->output_shape().end());
+    memory::desc src_md(src_dims, memory::data_type::f32, tag);
+    memory::desc dst_md(dst_dims, memory::data_type::f32, tag);
     const auto& a = p.attrs;
     pooling_v2_forward::desc d(prop_kind::forward_inference,
                                include_padding ? algorithm::pooling_avg_include_padding
                                                : algorithm::pooling_avg_exclude_padding,
-                               src_md, dst_md, {a.strides[0], a.strides[1], a.strides[2]},
-                               {a.kernel[0], a.kernel[1], a.kernel[2]}, {0, 0, 0},
-                               {a.pads_begin[0], a.pads_begin[1], a.pads_begin[2]},
-                               {a.pads_end[0], a.pads_end[1], a.pads_end[2]});
+                               src_md, dst_md, memory::dims(a.strides.begin(), a.strides.end()),
+                               memory::dims(a.kernel.begin(), a.kernel.end()), memory::dims(R, 0),
+                               memory::dims(a.pads_begin.begin(), a.pads_begin.end()),
+                               memory::dims(a.pads_end.begin(), a.pads_end.end()));
     pooling_v2_forward::primitive_desc pd(d, eng);
     pooling_v2_forward prim(pd);
     memory src(src_md, eng), dst(dst_md, eng);
@@ -138,6 +148,21 @@ void bench_onednn(benchmark::State& state, problem p, bool include_padding) {
 }
 #endif
 
+template <std::size_t R>
+void register_shape(const shape& sh) {
+    // exclude-pad, and the full-kernel divisor that oneDNN's include-padding means.
+    for (bool include : {false, true}) {
+        const problem<R> p = make_problem<R>(sh, include ? avgpool::divisor_type::full_kernel
+                                                         : avgpool::divisor_type::exclude_pad);
+        const std::string tag = sh.name + (include ? "/include" : "/exclude");
+        benchmark::RegisterBenchmark(("avgpool/" + tag).c_str(), bench_avgpool<R>, p);
+#if AVGPOOL_BENCH_HAVE_DNNL
+        benchmark::RegisterBenchmark(("onednn/" + tag).c_str(), bench_onednn<R>, p, include);
+#endif
+        if (!include) benchmark::RegisterBenchmark(("memcpy/" + tag).c_str(), bench_memcpy<R>, p);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -151,16 +176,10 @@ int main(int argc, char** argv) {
         return 1;
     }
     for (const shape& sh : shapes) {
-        // exclude-pad, and the full-kernel divisor that oneDNN's include-padding means.
-        for (bool include : {false, true}) {
-            const problem p = make_problem(sh, include ? avgpool::divisor_type::full_kernel
-                                                       : avgpool::divisor_type::exclude_pad);
-            const std::string tag = sh.name + (include ? "/include" : "/exclude");
-            benchmark::RegisterBenchmark(("avgpool/" + tag).c_str(), bench_avgpool, p);
-#if AVGPOOL_BENCH_HAVE_DNNL
-            benchmark::RegisterBenchmark(("onednn/" + tag).c_str(), bench_onednn, p, include);
-#endif
-            if (!include) benchmark::RegisterBenchmark(("memcpy/" + tag).c_str(), bench_memcpy, p);
+        switch (sh.nd) {
+            case 1: register_shape<1>(sh); break;
+            case 2: register_shape<2>(sh); break;
+            default: register_shape<3>(sh); break;
         }
     }
     benchmark::Initialize(&argc, argv);

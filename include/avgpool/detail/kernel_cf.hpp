@@ -27,8 +27,9 @@ namespace detail {
 // Row buffer capacity (elements): a tile of output columns is sized to fit, so any width
 // runs without allocating. 2048 floats + phases stay well inside L1 + L2.
 constexpr index_t cf_buffer = 2048;
-// Outer-axis taps are listed on the stack; larger outer kernels take the reference path.
-constexpr index_t cf_max_outer_taps = 512;
+// The input rows of one output row (product of the outer axes' taps) are listed on the
+// stack; larger outer kernels take the reference path.
+constexpr index_t cf_max_outer_rows = 1024;
 
 template <class T>
 constexpr double exact_integer_limit() noexcept {
@@ -43,8 +44,13 @@ bool cf_applicable(const plan_data<R>& p) noexcept {
     if (p.max_divisor > exact_integer_limit<T>()) return false;
     if (p.global) return true;
     const pool_geometry<R>& g = p.geometry;
-    for (std::size_t a = 0; a + 1 < R; ++a)
-        if (g.kernel[a] > cf_max_outer_taps) return false;
+    index_t outer_rows = 1;
+    for (std::size_t a = 0; a + 1 < R; ++a) {
+        const index_t taps = std::min(g.kernel[a], g.input[a]);  // bounds any window's count
+        if (taps > cf_max_outer_rows) return false;
+        outer_rows *= taps;
+        if (outer_rows > cf_max_outer_rows) return false;
+    }
     const index_t ke = (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1;
     return ke <= cf_buffer / 2;
 }
@@ -96,6 +102,7 @@ public:
         const index_t ke = (k_ - 1) * d_ + 1;
         tile_ = std::min(Wo_, (cf_buffer - ke) / s_ + 1);
         last_div_ = p.template last_divisor<T>();
+        hpass_ = pick_hpass();
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
@@ -126,70 +133,91 @@ private:
         *dst = empty ? empty_window_value<T>(p_.empty_window_nan) : static_cast<T>(sum / div);
     }
 
-    // One (n, c) plane: walk the output rows of the outer axes.
+    // One (n, c) plane: walk the output rows of the outer axes, listing each row's input rows.
     void plane(const T* src, T* dst) const {
         const pool_geometry<R>& g = p_.geometry;
-        std::array<index_t, cf_max_outer_taps> off0{}, off1{};
+        const T* rows[cf_max_outer_rows];
         if constexpr (R == 1) {
-            off0[0] = off1[0] = 0;
-            row(src, dst, off0.data(), 1, off1.data(), 1, 1.0);
+            rows[0] = src;
+            row(rows, 1, 1, dst, 1.0);
         } else if constexpr (R == 2) {
-            off0[0] = 0;
             for (index_t oh = 0; oh < g.output[0]; ++oh) {
                 const window& wh = p_.axis(0)[oh];
-                for (index_t j = 0; j < wh.count; ++j) off1[j] = (wh.first + j * g.dilations[0]) * W_;
-                row(src, dst + oh * Wo_, off0.data(), 1, off1.data(), wh.count, outer_factor(&wh, 1));
+                for (index_t j = 0; j < wh.count; ++j) rows[j] = src + (wh.first + j * g.dilations[0]) * W_;
+                row(rows, 1, wh.count, dst + oh * Wo_, static_cast<double>(wh.divisor));
             }
         } else {
             const index_t HW = g.input[1] * W_;
             for (index_t od = 0; od < g.output[0]; ++od) {
                 const window& wd = p_.axis(0)[od];
-                for (index_t i = 0; i < wd.count; ++i) off0[i] = (wd.first + i * g.dilations[0]) * HW;
                 for (index_t oh = 0; oh < g.output[1]; ++oh) {
                     const window& wh = p_.axis(1)[oh];
-                    for (index_t j = 0; j < wh.count; ++j) off1[j] = (wh.first + j * g.dilations[1]) * W_;
-                    const window ws[2] = {wd, wh};
-                    row(src, dst + (od * g.output[1] + oh) * Wo_, off0.data(), wd.count, off1.data(),
-                        wh.count, outer_factor(ws, 2));
+                    for (index_t i = 0; i < wd.count; ++i)
+                        for (index_t j = 0; j < wh.count; ++j)
+                            rows[i * wh.count + j] =
+                                src + (wd.first + i * g.dilations[0]) * HW + (wh.first + j * g.dilations[1]) * W_;
+                    row(rows, wd.count, wh.count, dst + (od * g.output[1] + oh) * Wo_,
+                        static_cast<double>(wd.divisor) * static_cast<double>(wh.divisor));
                 }
             }
         }
     }
 
-    // Product of the outer axes' divisor factors; 1 with an override (applied in the row).
-    double outer_factor(const window* w, int n) const noexcept {
-        double f = 1.0;
-        for (int a = 0; a < n; ++a) f *= static_cast<double>(w[a].divisor);
-        return f;
-    }
-
-    // Vertical sum of the outer taps at input column x, nested: sum_i (sum_j src[off0+off1+x]).
-    static V vsum(const T* src, const index_t* off0, index_t n0, const index_t* off1, index_t n1,
-                  index_t x) noexcept {
+    // Vertical sum at column x of n0 groups of n1 rows (rows[i * n1 + j]), nested:
+    // sum_i (sum_j row). N1 > 0 unrolls the inner sum.
+    template <int N1>
+    static V vsum(const T* const* rows, index_t n0, index_t n1, index_t x) noexcept {
         V acc = V::splat(T(0));
         for (index_t i = 0; i < n0; ++i) {
-            const T* base = src + off0[i] + x;
-            V inner = V::load(base + off1[0]);
-            for (index_t j = 1; j < n1; ++j) inner = inner + V::load(base + off1[j]);
+            const T* const* r = rows + i * n1;
+            V inner = V::load(r[0] + x);
+            if constexpr (N1 > 0) {
+                for (int j = 1; j < N1; ++j) inner = inner + V::load(r[j] + x);
+            } else {
+                for (index_t j = 1; j < n1; ++j) inner = inner + V::load(r[j] + x);
+            }
             acc = i == 0 ? inner : acc + inner;
         }
         return acc;
     }
-    static T vsum1(const T* src, const index_t* off0, index_t n0, const index_t* off1, index_t n1,
-                   index_t x) noexcept {
+    static T vsum1(const T* const* rows, index_t n0, index_t n1, index_t x) noexcept {
         T acc = T(0);
         for (index_t i = 0; i < n0; ++i) {
-            const T* base = src + off0[i] + x;
-            T inner = base[off1[0]];
-            for (index_t j = 1; j < n1; ++j) inner += base[off1[j]];
+            const T* const* r = rows + i * n1;
+            T inner = r[0][x];
+            for (index_t j = 1; j < n1; ++j) inner += r[j][x];
             acc = i == 0 ? inner : acc + inner;
         }
         return acc;
     }
 
+    // buf[i] = vertical sum at input column x0 + (i - i_lo), for i in [i_lo, i_hi).
+    template <int N1>
+    static void vpass(T* buf, index_t i_lo, index_t i_hi, const T* const* rows, index_t n0, index_t n1,
+                      index_t x0) noexcept {
+        const T* const* r = rows;
+        index_t i = i_lo;
+        for (; i + L <= i_hi; i += L) vsum<N1>(r, n0, n1, x0 + (i - i_lo)).store(buf + i);
+        for (; i < i_hi; ++i) buf[i] = vsum1(r, n0, n1, x0 + (i - i_lo));
+    }
+
+    // The divisor of output u of a row: the override, or the outer factor times the last
+    // axis's (empty-window-adjusted) factor.
+    struct row_divisor {
+        bool fixed;
+        V value;         // the override, or the outer factor
+        const T* last;   // last-axis factors, from the tile's first output
+        V at(index_t u) const noexcept { return fixed ? value : value * V::load(last + u); }
+        T at1(index_t u) const noexcept { return fixed ? first(value) : first(value) * last[u]; }
+        static T first(V v) noexcept {
+            T tmp[V::width];
+            v.store(tmp);
+            return tmp[0];
+        }
+    };
+
     // One output row: tiles of output columns, each through the row buffer.
-    void row(const T* src, T* dst, const index_t* off0, index_t n0, const index_t* off1, index_t n1,
-             double outer) const {
+    void row(const T* const* rows, index_t n0, index_t n1, T* dst, double outer) const {
         const bool average = op_ == pool_op::average;
         const bool override_div = p_.divisor_override > 0;
         if (average && !override_div && outer == 0.0) {
@@ -198,8 +226,9 @@ private:
             return;
         }
         const bool no_taps = n0 == 0 || n1 == 0;  // include_pad windows wholly in padding
-        const V scale = V::splat(static_cast<T>(override_div ? 1.0 : outer));
-        const V fixed = V::splat(static_cast<T>(p_.divisor_override));
+        row_divisor div{override_div,
+                        V::splat(static_cast<T>(override_div ? static_cast<double>(p_.divisor_override) : outer)),
+                        last_div_};
 
         alignas(64) T buf[cf_buffer + slack];
         alignas(64) T even[cf_buffer / 2 + slack];
@@ -213,15 +242,19 @@ private:
             const index_t i_hi = no_taps ? i_lo : std::clamp(pb_ + W_ - P0, i_lo, len);
             std::fill(buf, buf + i_lo, T(0));
             const index_t x0 = P0 + i_lo - pb_;
-            index_t i = i_lo;
-            for (; i + L <= i_hi; i += L) vsum(src, off0, n0, off1, n1, x0 + (i - i_lo)).store(buf + i);
-            for (; i < i_hi; ++i) buf[i] = vsum1(src, off0, n0, off1, n1, x0 + (i - i_lo));
+            switch (no_taps ? 0 : n1) {
+                case 0: break;
+                case 1: vpass<1>(buf, i_lo, i_hi, rows, n0, n1, x0); break;
+                case 2: vpass<2>(buf, i_lo, i_hi, rows, n0, n1, x0); break;
+                case 3: vpass<3>(buf, i_lo, i_hi, rows, n0, n1, x0); break;
+                case 4: vpass<4>(buf, i_lo, i_hi, rows, n0, n1, x0); break;
+                default: vpass<0>(buf, i_lo, i_hi, rows, n0, n1, x0); break;
+            }
             std::fill(buf + i_hi, buf + len + slack, T(0));
 
+            div.last = last_div_ + t0;
             T* out = dst + t0;
-            if (s_ == 1) {
-                horizontal(out, wt, t0, buf, buf, 1, average, override_div, scale, fixed);
-            } else if (s_ == 2) {
+            if (s_ == 2) {
                 const index_t half = (len + 1) / 2;
                 for (index_t m = 0; m < half; m += L) {
                     V e, o;
@@ -231,45 +264,71 @@ private:
                 }
                 std::fill(even + half, even + half + slack, T(0));  // past the loop's last vector
                 std::fill(odd + half, odd + half + slack, T(0));
-                horizontal(out, wt, t0, even, odd, 2, average, override_div, scale, fixed);
+                (this->*hpass_)(out, wt, even, odd, average, div);
             } else {
-                scalar_horizontal(out, wt, t0, buf, average, override_div, outer);
+                (this->*hpass_)(out, wt, buf, buf, average, div);
             }
         }
     }
 
-    // out[u] = sum_j tap(u * s + j * d) / divisor, SIMD over u, for s = 1 (ph0 = buffer) or
-    // s = 2 (ph0 / ph1 = even / odd phases: tap t lives in phase t % 2 at index u + t / 2).
-    void horizontal(T* out, index_t wt, index_t t0, const T* ph0, const T* ph1, index_t s,
-                    bool average, bool override_div, V scale, V fixed) const {
+    using hpass_fn = void (cf_kernel::*)(T*, index_t, const T*, const T*, bool, const row_divisor&) const;
+
+    // Picks the horizontal pass once per call: unrolled for small kernels with dilation 1 at
+    // stride 1 or 2, generic otherwise.
+    hpass_fn pick_hpass() const noexcept {
+        if (d_ == 1 && (s_ == 1 || s_ == 2) && k_ <= 5) {
+            const bool two = s_ == 2;
+            switch (k_) {
+                case 1: return two ? &cf_kernel::hpass<1, 2> : &cf_kernel::hpass<1, 1>;
+                case 2: return two ? &cf_kernel::hpass<2, 2> : &cf_kernel::hpass<2, 1>;
+                case 3: return two ? &cf_kernel::hpass<3, 2> : &cf_kernel::hpass<3, 1>;
+                case 4: return two ? &cf_kernel::hpass<4, 2> : &cf_kernel::hpass<4, 1>;
+                default: return two ? &cf_kernel::hpass<5, 2> : &cf_kernel::hpass<5, 1>;
+            }
+        }
+        if (s_ <= 2) return &cf_kernel::hpass_any;
+        return &cf_kernel::hpass_scalar;
+    }
+
+    void finish(T* out, index_t u, index_t wt, V acc, bool average, const row_divisor& div) const noexcept {
+        if (average) acc = acc / div.at(u);
+        if (u + L <= wt) {
+            acc.store(out + u);
+        } else {
+            T tmp[V::width];
+            acc.store(tmp);
+            std::memcpy(out + u, tmp, static_cast<std::size_t>(wt - u) * sizeof(T));
+        }
+    }
+
+    // Dilation 1, K taps, stride S in {1, 2}: tap j of output u is at ph[j % S][u + j / S].
+    template <int K, int S>
+    void hpass(T* out, index_t wt, const T* ph0, const T* ph1, bool average, const row_divisor& div) const {
         for (index_t u = 0; u < wt; u += L) {
-            V acc = V::splat(T(0));
-            for (index_t j = 0; j < k_; ++j) {
-                const index_t t = j * d_;
-                const T* ph = (s == 1 || t % 2 == 0) ? ph0 : ph1;
-                const V v = V::load(ph + u + (s == 1 ? t : t / 2));
-                acc = j == 0 ? v : acc + v;
-            }
-            if (average) acc = acc / (override_div ? fixed : scale * V::load(last_div_ + t0 + u));
-            if (u + L <= wt) {
-                acc.store(out + u);
-            } else {
-                T tmp[V::width];
-                acc.store(tmp);
-                std::memcpy(out + u, tmp, static_cast<std::size_t>(wt - u) * sizeof(T));
-            }
+            V acc = V::load(ph0 + u);
+            for (int j = 1; j < K; ++j) acc = acc + V::load((j % S == 0 ? ph0 : ph1) + u + j / S);
+            finish(out, u, wt, acc, average, div);
         }
     }
 
-    void scalar_horizontal(T* out, index_t wt, index_t t0, const T* buf, bool average, bool override_div,
-                           double outer) const {
+    // Any kernel and dilation at stride 1 or 2 (ph1 is ph0 at stride 1).
+    void hpass_any(T* out, index_t wt, const T* ph0, const T* ph1, bool average, const row_divisor& div) const {
+        for (index_t u = 0; u < wt; u += L) {
+            V acc = V::load(ph0 + u);
+            for (index_t j = 1; j < k_; ++j) {
+                const index_t t = j * d_;
+                acc = acc + (s_ == 1 ? V::load(ph0 + u + t) : V::load((t % 2 == 0 ? ph0 : ph1) + u + t / 2));
+            }
+            finish(out, u, wt, acc, average, div);
+        }
+    }
+
+    // Strides >= 3: one output at a time from the buffer (fewer outputs per input).
+    void hpass_scalar(T* out, index_t wt, const T* buf, const T*, bool average, const row_divisor& div) const {
         for (index_t u = 0; u < wt; ++u) {
             T acc = buf[u * s_];
             for (index_t j = 1; j < k_; ++j) acc += buf[u * s_ + j * d_];
-            if (average)
-                acc = acc / (override_div ? static_cast<T>(p_.divisor_override)
-                                          : static_cast<T>(outer) * last_div_[t0 + u]);
-            out[u] = acc;
+            out[u] = average ? acc / div.at1(u) : acc;
         }
     }
 
@@ -277,6 +336,7 @@ private:
     pool_op op_;
     index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, tile_ = 1;
     const T* last_div_ = nullptr;
+    hpass_fn hpass_ = nullptr;
 };
 
 }  // namespace detail
