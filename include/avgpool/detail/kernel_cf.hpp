@@ -167,6 +167,16 @@ private:
     // sum_i (sum_j row). N1 > 0 unrolls the inner sum.
     template <int N1>
     static V vsum(const T* const* rows, index_t n0, index_t n1, index_t x) noexcept {
+        if constexpr (R < 3) {
+            (void)n0;  // one group: R = 1 has one row, R = 2 one group of n1 rows
+            V acc = V::load(rows[0] + x);
+            if constexpr (N1 > 0) {
+                for (int j = 1; j < N1; ++j) acc = acc + V::load(rows[j] + x);
+            } else {
+                for (index_t j = 1; j < n1; ++j) acc = acc + V::load(rows[j] + x);
+            }
+            return acc;
+        }
         V acc = V::splat(T(0));
         for (index_t i = 0; i < n0; ++i) {
             const T* const* r = rows + i * n1;
@@ -230,9 +240,9 @@ private:
                         V::splat(static_cast<T>(override_div ? static_cast<double>(p_.divisor_override) : outer)),
                         last_div_};
 
-        alignas(64) T buf[cf_buffer + slack];
-        alignas(64) T even[cf_buffer / 2 + slack];
-        alignas(64) T odd[cf_buffer / 2 + slack];
+        alignas(64) T buf[cf_buffer + slack + L];
+        alignas(64) T even[cf_buffer / 2 + slack + L];
+        alignas(64) T odd[cf_buffer / 2 + slack + L];
         for (index_t t0 = 0; t0 < Wo_; t0 += tile_) {
             const index_t wt = std::min(tile_, Wo_ - t0);
             const index_t P0 = t0 * s_;  // padded coordinate of buf[0]
@@ -240,7 +250,7 @@ private:
             // buf[i] holds padded coordinate P0 + i, input column P0 + i - pb.
             const index_t i_lo = std::clamp(pb_ - P0, index_t(0), len);
             const index_t i_hi = no_taps ? i_lo : std::clamp(pb_ + W_ - P0, i_lo, len);
-            std::fill(buf, buf + i_lo, T(0));
+            zero(buf, 0, i_lo);
             const index_t x0 = P0 + i_lo - pb_;
             switch (no_taps ? 0 : n1) {
                 case 0: break;
@@ -250,7 +260,7 @@ private:
                 case 4: vpass<4>(buf, i_lo, i_hi, rows, n0, n1, x0); break;
                 default: vpass<0>(buf, i_lo, i_hi, rows, n0, n1, x0); break;
             }
-            std::fill(buf + i_hi, buf + len + slack, T(0));
+            zero(buf, i_hi, len + slack);
 
             div.last = last_div_ + t0;
             T* out = dst + t0;
@@ -262,13 +272,20 @@ private:
                     e.store(even + m);
                     o.store(odd + m);
                 }
-                std::fill(even + half, even + half + slack, T(0));  // past the loop's last vector
-                std::fill(odd + half, odd + half + slack, T(0));
+                zero(even, half, half + slack);  // past the loop's last vector
+                zero(odd, half, half + slack);
                 (this->*hpass_)(out, wt, even, odd, average, div);
             } else {
                 (this->*hpass_)(out, wt, buf, buf, average, div);
             }
         }
+    }
+
+    // buf[from, to) = 0 in whole vectors (the buffers have L elements of room past `to`):
+    // the ranges are a few elements, where a memset call would cost more than the stores.
+    static void zero(T* buf, index_t from, index_t to) noexcept {
+        const V z = V::splat(T(0));
+        for (index_t i = from; i < to; i += L) z.store(buf + i);
     }
 
     using hpass_fn = void (cf_kernel::*)(T*, index_t, const T*, const T*, bool, const row_divisor&) const;
@@ -290,37 +307,45 @@ private:
         return &cf_kernel::hpass_scalar;
     }
 
-    void finish(T* out, index_t u, index_t wt, V acc, bool average, const row_divisor& div) const noexcept {
+    // Divides (for averages) and stores the outputs u .. u + L - 1, or only those below wt.
+    static void finish(T* out, index_t u, V acc, bool average, const row_divisor& div) noexcept {
         if (average) acc = acc / div.at(u);
-        if (u + L <= wt) {
-            acc.store(out + u);
-        } else {
-            T tmp[V::width];
-            acc.store(tmp);
-            std::memcpy(out + u, tmp, static_cast<std::size_t>(wt - u) * sizeof(T));
-        }
+        acc.store(out + u);
+    }
+    static void finish_tail(T* out, index_t u, index_t wt, V acc, bool average, const row_divisor& div) noexcept {
+        if (average) acc = acc / div.at(u);
+        T tmp[V::width];
+        acc.store(tmp);
+        std::memcpy(out + u, tmp, static_cast<std::size_t>(wt - u) * sizeof(T));
     }
 
     // Dilation 1, K taps, stride S in {1, 2}: tap j of output u is at ph[j % S][u + j / S].
     template <int K, int S>
+    static V taps(const T* ph0, const T* ph1, index_t u) noexcept {
+        V acc = V::load(ph0 + u);
+        for (int j = 1; j < K; ++j) acc = acc + V::load((j % S == 0 ? ph0 : ph1) + u + j / S);
+        return acc;
+    }
+    template <int K, int S>
     void hpass(T* out, index_t wt, const T* ph0, const T* ph1, bool average, const row_divisor& div) const {
-        for (index_t u = 0; u < wt; u += L) {
-            V acc = V::load(ph0 + u);
-            for (int j = 1; j < K; ++j) acc = acc + V::load((j % S == 0 ? ph0 : ph1) + u + j / S);
-            finish(out, u, wt, acc, average, div);
-        }
+        index_t u = 0;
+        for (; u + L <= wt; u += L) finish(out, u, taps<K, S>(ph0, ph1, u), average, div);
+        if (u < wt) finish_tail(out, u, wt, taps<K, S>(ph0, ph1, u), average, div);
     }
 
     // Any kernel and dilation at stride 1 or 2 (ph1 is ph0 at stride 1).
-    void hpass_any(T* out, index_t wt, const T* ph0, const T* ph1, bool average, const row_divisor& div) const {
-        for (index_t u = 0; u < wt; u += L) {
-            V acc = V::load(ph0 + u);
-            for (index_t j = 1; j < k_; ++j) {
-                const index_t t = j * d_;
-                acc = acc + (s_ == 1 ? V::load(ph0 + u + t) : V::load((t % 2 == 0 ? ph0 : ph1) + u + t / 2));
-            }
-            finish(out, u, wt, acc, average, div);
+    V taps_any(const T* ph0, const T* ph1, index_t u) const noexcept {
+        V acc = V::load(ph0 + u);
+        for (index_t j = 1; j < k_; ++j) {
+            const index_t t = j * d_;
+            acc = acc + (s_ == 1 ? V::load(ph0 + u + t) : V::load((t % 2 == 0 ? ph0 : ph1) + u + t / 2));
         }
+        return acc;
+    }
+    void hpass_any(T* out, index_t wt, const T* ph0, const T* ph1, bool average, const row_divisor& div) const {
+        index_t u = 0;
+        for (; u + L <= wt; u += L) finish(out, u, taps_any(ph0, ph1, u), average, div);
+        if (u < wt) finish_tail(out, u, wt, taps_any(ph0, ph1, u), average, div);
     }
 
     // Strides >= 3: one output at a time from the buffer (fewer outputs per input).
