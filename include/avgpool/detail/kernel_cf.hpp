@@ -101,6 +101,7 @@ public:
         pb_ = g.pads_begin[R - 1];
         const index_t ke = (k_ - 1) * d_ + 1;
         tile_ = std::min(Wo_, (cf_buffer - ke) / s_ + 1);
+        buf_len_ = (tile_ - 1) * s_ + ke;
         last_div_ = p.template last_divisor<T>();
         hpass_ = pick_hpass();
     }
@@ -108,15 +109,19 @@ public:
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
     void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
         const index_t in_plane = p_.input_spatial_volume(), out_plane = p_.output_spatial_volume();
-        for (index_t item = item_begin; item < item_end; ++item) {
-            const T* src = in + item * in_plane;
-            T* dst = out + item * out_plane;
-            if (p_.global) {
-                global(src, dst, in_plane);
-            } else {
-                plane(src, dst);
-            }
+        if (p_.global) {
+            for (index_t item = item_begin; item < item_end; ++item)
+                global(in + item * in_plane, out + item * out_plane, in_plane);
+            return;
         }
+        buffers b;
+        if (single_tile()) {
+            // Every row uses the same buffer layout: write its zero padding once for the call.
+            zero(b.buf, 0, buf_len_ + slack);
+            zero(b.even, 0, cf_buffer / 2 + slack);
+            zero(b.odd, 0, cf_buffer / 2 + slack);
+        }
+        for (index_t item = item_begin; item < item_end; ++item) plane(b, in + item * in_plane, out + item * out_plane);
     }
 
 private:
@@ -133,18 +138,26 @@ private:
         *dst = empty ? empty_window_value<T>(p_.empty_window_nan) : static_cast<T>(sum / div);
     }
 
+    struct buffers {
+        alignas(64) T buf[cf_buffer + slack + L];
+        alignas(64) T even[cf_buffer / 2 + slack + L];
+        alignas(64) T odd[cf_buffer / 2 + slack + L];
+    };
+
+    bool single_tile() const noexcept { return tile_ == Wo_; }
+
     // One (n, c) plane: walk the output rows of the outer axes, listing each row's input rows.
-    void plane(const T* src, T* dst) const {
+    void plane(buffers& b, const T* src, T* dst) const {
         const pool_geometry<R>& g = p_.geometry;
         const T* rows[cf_max_outer_rows];
         if constexpr (R == 1) {
             rows[0] = src;
-            row(rows, 1, 1, dst, 1.0);
+            row(b, rows, 1, 1, dst, 1.0);
         } else if constexpr (R == 2) {
             for (index_t oh = 0; oh < g.output[0]; ++oh) {
                 const window& wh = p_.axis(0)[oh];
                 for (index_t j = 0; j < wh.count; ++j) rows[j] = src + (wh.first + j * g.dilations[0]) * W_;
-                row(rows, 1, wh.count, dst + oh * Wo_, static_cast<double>(wh.divisor));
+                row(b, rows, 1, wh.count, dst + oh * Wo_, static_cast<double>(wh.divisor));
             }
         } else {
             const index_t HW = g.input[1] * W_;
@@ -156,7 +169,7 @@ private:
                         for (index_t j = 0; j < wh.count; ++j)
                             rows[i * wh.count + j] =
                                 src + (wd.first + i * g.dilations[0]) * HW + (wh.first + j * g.dilations[1]) * W_;
-                    row(rows, wd.count, wh.count, dst + (od * g.output[1] + oh) * Wo_,
+                    row(b, rows, wd.count, wh.count, dst + (od * g.output[1] + oh) * Wo_,
                         static_cast<double>(wd.divisor) * static_cast<double>(wh.divisor));
                 }
             }
@@ -227,7 +240,7 @@ private:
     };
 
     // One output row: tiles of output columns, each through the row buffer.
-    void row(const T* const* rows, index_t n0, index_t n1, T* dst, double outer) const {
+    void row(buffers& b, const T* const* rows, index_t n0, index_t n1, T* dst, double outer) const {
         const bool average = op_ == pool_op::average;
         const bool override_div = p_.divisor_override > 0;
         if (average && !override_div && outer == 0.0) {
@@ -239,28 +252,26 @@ private:
         row_divisor div{override_div,
                         V::splat(static_cast<T>(override_div ? static_cast<double>(p_.divisor_override) : outer)),
                         last_div_};
-
-        alignas(64) T buf[cf_buffer + slack + L];
-        alignas(64) T even[cf_buffer / 2 + slack + L];
-        alignas(64) T odd[cf_buffer / 2 + slack + L];
+        const bool single = single_tile();
         for (index_t t0 = 0; t0 < Wo_; t0 += tile_) {
             const index_t wt = std::min(tile_, Wo_ - t0);
             const index_t P0 = t0 * s_;  // padded coordinate of buf[0]
             const index_t len = (wt - 1) * s_ + (k_ - 1) * d_ + 1;
-            // buf[i] holds padded coordinate P0 + i, input column P0 + i - pb.
+            // buf[i] holds padded coordinate P0 + i, input column P0 + i - pb; outside the
+            // input it holds 0 (written once per call for a single tile, else here).
             const index_t i_lo = std::clamp(pb_ - P0, index_t(0), len);
-            const index_t i_hi = no_taps ? i_lo : std::clamp(pb_ + W_ - P0, i_lo, len);
-            zero(buf, 0, i_lo);
+            const index_t i_hi = std::clamp(pb_ + W_ - P0, i_lo, len);
+            if (!single) zero(b.buf, 0, i_lo);
             const index_t x0 = P0 + i_lo - pb_;
             switch (no_taps ? 0 : n1) {
-                case 0: break;
-                case 1: vpass<1>(buf, i_lo, i_hi, rows, n0, n1, x0); break;
-                case 2: vpass<2>(buf, i_lo, i_hi, rows, n0, n1, x0); break;
-                case 3: vpass<3>(buf, i_lo, i_hi, rows, n0, n1, x0); break;
-                case 4: vpass<4>(buf, i_lo, i_hi, rows, n0, n1, x0); break;
-                default: vpass<0>(buf, i_lo, i_hi, rows, n0, n1, x0); break;
+                case 0: zero(b.buf, i_lo, i_hi); break;
+                case 1: vpass<1>(b.buf, i_lo, i_hi, rows, n0, n1, x0); break;
+                case 2: vpass<2>(b.buf, i_lo, i_hi, rows, n0, n1, x0); break;
+                case 3: vpass<3>(b.buf, i_lo, i_hi, rows, n0, n1, x0); break;
+                case 4: vpass<4>(b.buf, i_lo, i_hi, rows, n0, n1, x0); break;
+                default: vpass<0>(b.buf, i_lo, i_hi, rows, n0, n1, x0); break;
             }
-            zero(buf, i_hi, len + slack);
+            if (!single) zero(b.buf, i_hi, len + slack);
 
             div.last = last_div_ + t0;
             T* out = dst + t0;
@@ -268,15 +279,17 @@ private:
                 const index_t half = (len + 1) / 2;
                 for (index_t m = 0; m < half; m += L) {
                     V e, o;
-                    deinterleave2(V::load(buf + 2 * m), V::load(buf + 2 * m + L), e, o);
-                    e.store(even + m);
-                    o.store(odd + m);
+                    deinterleave2(V::load(b.buf + 2 * m), V::load(b.buf + 2 * m + L), e, o);
+                    e.store(b.even + m);
+                    o.store(b.odd + m);
                 }
-                zero(even, half, half + slack);  // past the loop's last vector
-                zero(odd, half, half + slack);
-                (this->*hpass_)(out, wt, even, odd, average, div);
+                if (!single) {
+                    zero(b.even, half, half + slack);  // past the loop's last vector
+                    zero(b.odd, half, half + slack);
+                }
+                (this->*hpass_)(out, wt, b.even, b.odd, average, div);
             } else {
-                (this->*hpass_)(out, wt, buf, buf, average, div);
+                (this->*hpass_)(out, wt, b.buf, b.buf, average, div);
             }
         }
     }
@@ -359,7 +372,7 @@ private:
 
     const plan_data<R>& p_;
     pool_op op_;
-    index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, tile_ = 1;
+    index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, tile_ = 1, buf_len_ = 1;
     const T* last_div_ = nullptr;
     hpass_fn hpass_ = nullptr;
 };
