@@ -20,15 +20,22 @@ constexpr double eps() {
     return sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
 }
 
-// Runs both kernels through the plan's own data and compares every output.
+enum class kernel_kind { rows, flat };
+
+// Runs a fast kernel and the reference through the plan's own data and compares every output.
 template <class T, std::size_t R>
 void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a, std::mt19937_64& gen,
-             const std::string& trace) {
+             const std::string& trace, kernel_kind kind = kernel_kind::rows) {
     SCOPED_TRACE(trace);
     auto plan = avgpool::pooling<R>::create(shape, a);
     if (!plan) return;  // geometry rejected: covered elsewhere
     const auto& d = avgpool::detail::plan_access::data(*plan);
-    ASSERT_TRUE((avgpool::detail::cf_applicable<T, R>(d))) << "expected the fast path";
+    if (kind == kernel_kind::rows) {
+        ASSERT_TRUE((avgpool::detail::cf_applicable<T, R>(d))) << "expected the row kernel";
+    } else {
+        if (d.global) return;  // one window covering the input: the global path, tested below
+        ASSERT_TRUE((avgpool::detail::flat_applicable<T, R>(d))) << "expected the flattened kernel";
+    }
     std::uniform_real_distribution<double> dist(-4.0, 4.0);
     std::vector<T> in(static_cast<std::size_t>(plan->input_size()));
     for (T& x : in) x = static_cast<T>(dist(gen));
@@ -38,7 +45,11 @@ void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
     const index_t items = shape[0] * shape[1];
     for (auto op : {avgpool::detail::pool_op::average, avgpool::detail::pool_op::sum}) {
         std::vector<T> fast(n, T(1e30)), ref(n), ref_abs(n), ref_abs_sum(n);
-        avgpool::detail::cf_kernel<T, R>(d, op).run(in.data(), fast.data(), 0, items);
+        if (kind == kernel_kind::rows) {
+            avgpool::detail::cf_kernel<T, R>(d, op).run(in.data(), fast.data(), 0, items);
+        } else {
+            avgpool::detail::flat_kernel<T, R>(d, op).run(in.data(), fast.data(), 0, items);
+        }
         avgpool::detail::reference_pool<T, R>(d, in.data(), ref.data(), op, 0, items);
         // Magnitude for the bound: the same window statistic of |x| (sum of |x| over the taps,
         // divided like the output), from the reference kernel.
@@ -146,6 +157,58 @@ TEST(FastKernel, WideRowsSpanSeveralTiles) {
             compare<double, 1>(shape, a, gen, "wide dilated s " + std::to_string(s) + " k " + std::to_string(k));
         }
     }
+}
+
+// The flattened kernel: W == s * Wo at stride 1 or 2, dilation 1 on the last axis, k <= 5;
+// random vertical geometry (R = 2); enough rows and planes to cross its row blocks.
+template <class T, std::size_t R>
+void flat_suite(int cases) {
+    for (int c = 0; c < cases; ++c) {
+        const std::uint64_t seed = 77000 + 100 * R + static_cast<std::uint64_t>(c) + (sizeof(T) == 4 ? 0 : 50000);
+        std::mt19937_64 gen(seed);
+        auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+        avgpool::pool_attrs<R> a;
+        const index_t s = pick(1, 2), k = pick(1, 5), Wo = pick(1, 70);
+        const index_t W = s * Wo;
+        // Pads giving exactly Wo outputs: pb + pe = (Wo - 1) * s + k - W (>= 0), split at random.
+        const index_t total = (Wo - 1) * s + k - W;
+        if (total < 0) continue;
+        const index_t pb = std::min<index_t>(pick(0, total), 5);
+        a.kernel[R - 1] = k;
+        a.strides[R - 1] = s;
+        a.pads_begin[R - 1] = pb;
+        a.pads_end[R - 1] = total - pb;
+        avgpool::dims<R + 2> shape{};
+        shape[R + 1] = W;
+        if constexpr (R == 2) {
+            shape[0] = pick(1, 2);
+            shape[1] = pick(1, 3);
+            shape[2] = pick(1, 150);  // up to 150 rows: several blocks when W is large
+            a.kernel[0] = pick(1, std::min<index_t>(6, shape[2] + 2));
+            a.strides[0] = pick(1, 3);
+            a.dilations[0] = pick(1, 2);
+            a.pads_begin[0] = pick(0, a.kernel[0]);
+            a.pads_end[0] = pick(0, a.kernel[0]);
+            a.rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
+        } else {
+            shape[0] = pick(1, 3);
+            shape[1] = pick(1, 200);  // planes are the rows: several blocks
+        }
+        a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
+        a.divisor_override = pick(0, 5) == 0 ? pick(1, 30) : 0;
+        a.empty_window_nan = pick(0, 1) == 1;
+        compare<T, R>(shape, a, gen, describe<R>(shape, a, seed), kernel_kind::flat);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
+TEST(FlatKernel, Rank1MatchesReference) {
+    flat_suite<float, 1>(300);
+    flat_suite<double, 1>(100);
+}
+TEST(FlatKernel, Rank2MatchesReference) {
+    flat_suite<float, 2>(300);
+    flat_suite<double, 2>(100);
 }
 
 // Global pooling takes its own path (one contiguous sum per plane).

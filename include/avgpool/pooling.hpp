@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "detail/kernel_cf.hpp"
+#include "detail/kernel_flat.hpp"
 #include "detail/plan.hpp"
 #include "detail/reference.hpp"
 #include "detail/windows.hpp"
@@ -198,6 +199,28 @@ private:
             d_.last_div_f[o] = static_cast<float>(eff);
             d_.last_div_d[o] = eff;
         }
+
+        if (detail::flat_geometry<R>(d_)) {
+            // The whole divisor of each output: the override, or the product of the per-axis
+            // factors with an empty window's 0 made 1 (0 / 1 = 0) or kept (0 / 0 = NaN).
+            auto eff = [this](double prod) {
+                if (d_.divisor_override > 0) return static_cast<double>(d_.divisor_override);
+                return prod != 0 ? prod : (d_.empty_window_nan ? 0.0 : 1.0);
+            };
+            const index_t Wo = g.output[R - 1];
+            const index_t rows = R == 1 ? detail::flat_block / g.input[R - 1] : g.output[0];
+            const std::size_t size = static_cast<std::size_t>(rows * Wo);
+            d_.flat_div_f.resize(size);
+            d_.flat_div_d.resize(size);
+            for (index_t r = 0; r < rows; ++r) {
+                const double outer = R == 1 ? 1.0 : static_cast<double>(d_.axis(0)[r].divisor);
+                for (index_t o = 0; o < Wo; ++o) {
+                    const double v = eff(outer * static_cast<double>(last[o].divisor));
+                    d_.flat_div_f[static_cast<std::size_t>(r * Wo + o)] = static_cast<float>(v);
+                    d_.flat_div_d[static_cast<std::size_t>(r * Wo + o)] = v;
+                }
+            }
+        }
     }
 
     template <class T, class Exec>
@@ -206,7 +229,10 @@ private:
         if (in == nullptr) return detail::null_pointer_error("in");
         if (out == nullptr) return detail::null_pointer_error("out");
         const index_t items = d_.input_shape[0] * d_.input_shape[1];
-        if (detail::cf_applicable<T, R>(d_)) {
+        if (detail::flat_applicable<T, R>(d_)) {
+            const detail::flat_kernel<T, R> kernel(d_, op);
+            exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
+        } else if (detail::cf_applicable<T, R>(d_)) {
             const detail::cf_kernel<T, R> kernel(d_, op);
             exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
         } else {

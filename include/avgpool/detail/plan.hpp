@@ -37,6 +37,20 @@ struct plan_data {
     std::vector<float> last_div_f;
     std::vector<double> last_div_d;
 
+    // The flattened kernel's divisors, one per output of a plane (R = 2) or of a block of rows
+    // (R = 1), empty windows adjusted as above; empty when that kernel does not apply.
+    std::vector<float> flat_div_f;
+    std::vector<double> flat_div_d;
+
+    template <class T>
+    const T* flat_divisor() const noexcept {
+        if constexpr (sizeof(T) == sizeof(float)) {
+            return flat_div_f.data();
+        } else {
+            return flat_div_d.data();
+        }
+    }
+
     template <class T>
     const T* last_divisor() const noexcept {
         if constexpr (sizeof(T) == sizeof(float)) {
