@@ -208,10 +208,11 @@ private:
                 return prod != 0 ? prod : (d_.empty_window_nan ? 0.0 : 1.0);
             };
             const index_t Wo = g.output[R - 1];
-            const index_t rows = R == 1 ? detail::flat_block / g.input[R - 1] : g.output[0];
+            const index_t rows = R == 1 ? 1 : g.output[0];
+            // + pad: the kernel reads whole vectors past a row's end (values unused).
             const std::size_t size = static_cast<std::size_t>(rows * Wo);
-            d_.flat_div_f.resize(size);
-            d_.flat_div_d.resize(size);
+            d_.flat_div_f.assign(size + pad, 1.0f);
+            d_.flat_div_d.assign(size + pad, 1.0);
             for (index_t r = 0; r < rows; ++r) {
                 const double outer = R == 1 ? 1.0 : static_cast<double>(d_.axis(0)[r].divisor);
                 for (index_t o = 0; o < Wo; ++o) {

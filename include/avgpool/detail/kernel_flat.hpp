@@ -2,8 +2,7 @@
 // SPDX-License-Identifier: MIT
 //
 // The block kernel for the common memory-bound shapes: R = 1 or 2, last axis with dilation 1,
-// stride s = 1 or 2, a kernel of at most 5 taps, and W == s * Wo (same padding at stride 1, a 2x
-// or 3x3 stride-2 downsample). Vertical sums of a block of rows go to a buffer whose rows keep
+// stride s = 1 or 2 and a kernel of at most 5 taps. Vertical sums of a block of rows go to a buffer whose rows keep
 // their zero padding between them (written once per call), de-interleaved into even / odd
 // phases at stride 2, so the horizontal pass has no edge cases: output ow of a row reads phase
 // j % s at ow + j / s for tap j, in padded coordinates. That removes the per-row costs that
@@ -34,10 +33,9 @@ template <std::size_t R>
 bool flat_geometry(const plan_data<R>& p) noexcept {
     if (R > 2 || p.memory_layout != layout::channels_first || p.global) return false;
     const pool_geometry<R>& g = p.geometry;
-    const index_t W = g.input[R - 1], Wo = g.output[R - 1], s = g.strides[R - 1];
-    if (g.dilations[R - 1] != 1 || (s != 1 && s != 2) || W != s * Wo) return false;
-    if (g.kernel[R - 1] > flat_max_kernel || g.pads_begin[R - 1] > flat_max_kernel) return false;
-    if (W > flat_block / 2) return false;
+    const index_t Wo = g.output[R - 1], s = g.strides[R - 1];
+    if (g.dilations[R - 1] != 1 || (s != 1 && s != 2) || g.kernel[R - 1] > flat_max_kernel) return false;
+    if ((Wo - 1) * s + g.kernel[R - 1] > flat_block / 2) return false;  // a padded row fits
     if (R == 2) {
         if (g.kernel[0] > cf_max_outer_rows || g.output[0] * Wo > flat_max_grid) return false;
     }
@@ -64,47 +62,47 @@ public:
         pb_ = g.pads_begin[R - 1];
         // A padded row: pb zeros, W values, zeros up to (Wo - 1) * s + k, rounded up to a whole
         // number of s-phases; plus L so a row's last vector never reads the next row's data.
-        const index_t padded = ((Wo_ - 1) * s_ + k_ + s_ - 1) / s_ * s_;
+        const index_t span = (Wo_ - 1) * s_ + k_;  // padded columns the windows reach
+        const index_t padded = (span + s_ - 1) / s_ * s_;
         row_len_ = padded / s_ + L;  // per phase
+        // Input columns that any window reads (floor rounding may leave a tail unread).
+        Wd_ = std::clamp<index_t>(span - pb_, 0, W_);
         rows_per_block_ = std::max<index_t>(1, flat_block / (row_len_ * s_));
         grid_ = p.template flat_divisor<T>();
     }
 
-    /// Planes item_begin .. item_end - 1 (item = n * C + c).
+    /// Planes item_begin .. item_end - 1 (item = n * C + c). Blocks of output rows run across
+    /// plane boundaries, so small planes (7x7) share the per-block costs.
     void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
         alignas(64) T buf[flat_block + 4 * L];
+        alignas(64) T obuf[flat_block + 2 * L];  // a block's outputs, copied out at once
         T* P[2] = {buf, buf + rows_per_block_ * row_len_};
         std::fill(buf, buf + rows_per_block_ * row_len_ * s_ + L, T(0));  // the padding, once
-        if constexpr (R == 1) {
-            // Rows are whole planes: blocks of rows_per_block planes.
-            for (index_t r0 = item_begin; r0 < item_end; r0 += rows_per_block_) {
-                const index_t nr = std::min(rows_per_block_, item_end - r0);
-                const T* src = in + r0 * W_;
-                for (index_t r = 0; r < nr; ++r) {
-                    const T* one[1] = {src + r * W_};
-                    vertical(P, r, one, 1);
+        const pool_geometry<R>& g = p_.geometry;
+        const index_t Ho = R == 1 ? 1 : g.output[0];
+        const index_t in_plane = R == 1 ? W_ : g.input[0] * W_;
+        const T* rows[cf_max_outer_rows];
+        const index_t g_end = item_end * Ho;
+        const T* src = in + item_begin * in_plane;  // plane of the next row to fill
+        index_t oh = 0;                             // its output row in that plane
+        for (index_t g0 = item_begin * Ho; g0 < g_end; g0 += rows_per_block_) {
+            const index_t nr = std::min(rows_per_block_, g_end - g0), oh0 = oh;
+            for (index_t r = 0; r < nr; ++r) {
+                if constexpr (R == 1) {
+                    rows[0] = src;
+                    vertical(P, r, rows, 1);
+                } else {
+                    const window& wh = p_.axis(0)[oh];
+                    for (index_t i = 0; i < wh.count; ++i) rows[i] = src + (wh.first + i * g.dilations[0]) * W_;
+                    vertical(P, r, rows, wh.count);
                 }
-                horizontal(P, nr, out + r0 * Wo_, grid_, false);
-            }
-        } else {
-            const pool_geometry<R>& g = p_.geometry;
-            const index_t Ho = g.output[0], in_plane = g.input[0] * W_;
-            const T* rows[cf_max_outer_rows];
-            for (index_t item = item_begin; item < item_end; ++item) {
-                const T* src = in + item * in_plane;
-                T* dst = out + item * Ho * Wo_;
-                for (index_t r0 = 0; r0 < Ho; r0 += rows_per_block_) {
-                    const index_t nr = std::min(rows_per_block_, Ho - r0);
-                    for (index_t r = 0; r < nr; ++r) {
-                        const window& wh = p_.axis(0)[r0 + r];
-                        for (index_t i = 0; i < wh.count; ++i) rows[i] = src + (wh.first + i * g.dilations[0]) * W_;
-                        vertical(P, r, rows, wh.count);
-                    }
-                    // Rows but the plane's last may store whole vectors past their end: the
-                    // next row of the same plane overwrites them.
-                    horizontal(P, nr, dst + r0 * Wo_, grid_ + r0 * Wo_, r0 + nr < Ho);
+                if (++oh == Ho) {
+                    oh = 0;
+                    src += in_plane;
                 }
             }
+            horizontal(P, nr, oh0, Ho, obuf);
+            std::memcpy(out + g0 * Wo_, obuf, static_cast<std::size_t>(nr * Wo_) * sizeof(T));
         }
     }
 
@@ -138,7 +136,7 @@ private:
 
     // Input column x sits at padded position pb + x: phase (pb + x) % s, index (pb + x) / s.
     void vzero(T* const* P, index_t r) const {
-        for (index_t x = 0; x < W_; ++x) P[(pb_ + x) % s_][r * row_len_ + (pb_ + x) / s_] = T(0);
+        for (index_t x = 0; x < Wd_; ++x) P[(pb_ + x) % s_][r * row_len_ + (pb_ + x) / s_] = T(0);
     }
 
     template <int N>
@@ -146,8 +144,8 @@ private:
         if (s_ == 1) {
             T* dst = P[0] + r * row_len_ + pb_;
             index_t x = 0;
-            for (; x + L <= W_; x += L) vsum<N>(rows, n, x).store(dst + x);
-            for (; x < W_; ++x) dst[x] = vsum1(rows, n, x);
+            for (; x + L <= Wd_; x += L) vsum<N>(rows, n, x).store(dst + x);
+            for (; x < Wd_; ++x) dst[x] = vsum1(rows, n, x);
             return;
         }
         // Stride 2: even columns go to phase pb % 2, odd ones to the other, from index
@@ -156,71 +154,58 @@ private:
         T* even_x = P[q] + r * row_len_ + pb_ / 2;
         T* odd_x = P[1 - q] + r * row_len_ + (pb_ + 1) / 2;
         index_t m = 0;
-        for (; 2 * (m + L) <= W_; m += L) {
+        for (; 2 * (m + L) <= Wd_; m += L) {
             V e, o;
             deinterleave2(vsum<N>(rows, n, 2 * m), vsum<N>(rows, n, 2 * m + L), e, o);
             e.store(even_x + m);
             o.store(odd_x + m);
         }
-        for (; m < Wo_; ++m) {
-            even_x[m] = vsum1(rows, n, 2 * m);
-            odd_x[m] = vsum1(rows, n, 2 * m + 1);
-        }
+        for (index_t x = 2 * m; x < Wd_; ++x) (x % 2 == 0 ? even_x : odd_x)[x / 2] = vsum1(rows, n, x);
     }
 
-    void horizontal(T* const* P, index_t nr, T* dst, const T* grid, bool overrun_ok) const {
+    void horizontal(T* const* P, index_t nr, index_t oh0, index_t Ho, T* dst) const {
         if (s_ == 1) {
-            horizontal_s<1>(P, nr, dst, grid, overrun_ok);
+            horizontal_s<1>(P, nr, oh0, Ho, dst);
         } else {
-            horizontal_s<2>(P, nr, dst, grid, overrun_ok);
+            horizontal_s<2>(P, nr, oh0, Ho, dst);
         }
     }
     template <int S>
-    void horizontal_s(T* const* P, index_t nr, T* dst, const T* grid, bool overrun_ok) const {
+    void horizontal_s(T* const* P, index_t nr, index_t oh0, index_t Ho, T* dst) const {
         switch (k_) {
-            case 1: hrows<1, S>(P, nr, dst, grid, overrun_ok); break;
-            case 2: hrows<2, S>(P, nr, dst, grid, overrun_ok); break;
-            case 3: hrows<3, S>(P, nr, dst, grid, overrun_ok); break;
-            case 4: hrows<4, S>(P, nr, dst, grid, overrun_ok); break;
-            default: hrows<5, S>(P, nr, dst, grid, overrun_ok); break;
+            case 1: hrows<1, S>(P, nr, oh0, Ho, dst); break;
+            case 2: hrows<2, S>(P, nr, oh0, Ho, dst); break;
+            case 3: hrows<3, S>(P, nr, oh0, Ho, dst); break;
+            case 4: hrows<4, S>(P, nr, oh0, Ho, dst); break;
+            default: hrows<5, S>(P, nr, oh0, Ho, dst); break;
         }
     }
 
-    // Output ow of a row = sum over taps j of phase j % s at ow + j / s, divided.
+    // Output ow of a row = sum over taps j of phase j % s at ow + j / s, divided. Rows are
+    // written to dst (the block's output buffer) in whole vectors: a row's last vector spills
+    // into the next row, which overwrites it, or into dst's slack.
     template <int K, int S>
-    void hrows(T* const* P, index_t nr, T* dst, const T* grid, bool overrun_ok) const {
+    void hrows(T* const* P, index_t nr, index_t oh0, index_t Ho, T* dst) const {
         const bool average = op_ == pool_op::average;
+        index_t oh = oh0;
         for (index_t r = 0; r < nr; ++r) {
             const T* src[K];
             for (int j = 0; j < K; ++j) src[j] = P[j % S] + r * row_len_ + j / S;
-            const T* div = grid + r * Wo_;
+            const T* div = grid_ + oh * Wo_;  // the grid has slack for the spill too
             T* out = dst + r * Wo_;
-            // Whole vectors; past Wo only into a next row (of the block, or of the plane) that
-            // is at least a vector long, so the spill stays inside it and is overwritten later.
-            const bool spill = (overrun_ok || r + 1 < nr) && Wo_ >= L;
-            const index_t full = spill ? Wo_ : Wo_ - Wo_ % L;
-            index_t u = 0;
-            for (; u < full; u += L) {
+            for (index_t u = 0; u < Wo_; u += L) {
                 V acc = V::load(src[0] + u);
                 for (int j = 1; j < K; ++j) acc = acc + V::load(src[j] + u);
                 if (average) acc = acc / V::load(div + u);
                 acc.store(out + u);
             }
-            if (u < Wo_) {
-                V acc = V::load(src[0] + u);
-                for (int j = 1; j < K; ++j) acc = acc + V::load(src[j] + u);
-                T tmp[V::width], d[V::width];
-                for (index_t l = 0; l < L; ++l) d[l] = u + l < Wo_ ? div[u + l] : T(1);
-                if (average) acc = acc / V::load(d);
-                acc.store(tmp);
-                std::memcpy(out + u, tmp, static_cast<std::size_t>(Wo_ - u) * sizeof(T));
-            }
+            if (++oh == Ho) oh = 0;
         }
     }
 
     const plan_data<R>& p_;
     pool_op op_;
-    index_t W_ = 0, Wo_ = 0, s_ = 1, k_ = 1, pb_ = 0, row_len_ = 1, rows_per_block_ = 1;
+    index_t W_ = 0, Wo_ = 0, s_ = 1, k_ = 1, pb_ = 0, row_len_ = 1, rows_per_block_ = 1, Wd_ = 0;
     const T* grid_ = nullptr;
 };
 

@@ -1,0 +1,76 @@
+#!/usr/bin/env python3
+"""Turns avgpool_bench's JSON output into the ratio table of bench/README.md.
+
+    avgpool_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true \
+                  --benchmark_format=json > out.json
+    python3 bench/report.py out.json ../shared/bench/shapes.txt
+
+Uses the median of the repetitions. Ratios are time(avgpool) / time(other), both measured in the
+same process; memcpy copies the same input + output bytes. A shape is memory-bound when its
+kernel volume is at most 9.
+"""
+import json
+import math
+import sys
+
+
+def read_shapes(path):
+    shapes = {}
+    with open(path) as f:
+        for line in f:
+            if not line.strip() or line.startswith("#"):
+                continue
+            fields = line.split()
+            name, kind = fields[0], fields[2]
+            k = [int(x) for x in fields[9:12]]
+            shapes[name] = {"kind": kind, "kvol": k[0] * k[1] * k[2]}
+    return shapes
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    data = json.load(open(sys.argv[1]))
+    shapes = read_shapes(sys.argv[2])
+    times = {}  # (impl, shape, divisor) -> median real time in ns
+    for b in data["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        impl, rest = b["run_name"].split("/", 1)
+        shape, divisor = rest.rsplit("/", 1)
+        times[(impl, shape, divisor)] = b["real_time"]
+    ctx = data.get("context", {})
+    print(f"Machine: {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz; "
+          f"caches: " + ", ".join(f"L{c['level']} {c['size'] // 1024} KiB" for c in ctx.get("caches", [])))
+    print()
+    print("| shape | divisor | kernel volume | avgpool us | / oneDNN | / memcpy | bar |")
+    print("|---|---|---|---|---|---|---|")
+    logs, fails = [], []
+    for (impl, shape, divisor), t in sorted(times.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+        if impl != "avgpool":
+            continue
+        info = shapes.get(shape, {"kvol": 0})
+        dnnl = times.get(("onednn", shape, divisor))
+        mem = times.get(("memcpy", shape, "exclude"))
+        r_dnnl = t / dnnl if dnnl else None
+        r_mem = t / mem if mem else None
+        ok = True
+        if dnnl and mem:
+            ok = t <= max(0.5 * dnnl, 1.3 * mem)
+            logs.append(math.log(r_dnnl))
+        if info["kvol"] <= 9 and mem:
+            ok = ok and t <= 1.3 * mem
+        if not ok:
+            fails.append(f"{shape}/{divisor}")
+        fmt = lambda r: f"{r:.2f}" if r is not None else "-"
+        print(f"| {shape} | {divisor} | {info['kvol']} | {t / 1000:.1f} | {fmt(r_dnnl)} | {fmt(r_mem)} | "
+              f"{'ok' if ok else 'MISS'} |")
+    print()
+    if logs:
+        print(f"Geometric mean of time(avgpool) / time(oneDNN) over {len(logs)} rows: "
+              f"{math.exp(sum(logs) / len(logs)):.3f}")
+    print(f"Rows missing a bar: {len(fails)}" + (": " + ", ".join(fails) if fails else ""))
+
+
+if __name__ == "__main__":
+    main()
