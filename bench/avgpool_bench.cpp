@@ -182,6 +182,19 @@ int main(int argc, char** argv) {
             default: register_shape<3>(sh); break;
         }
     }
+    // Kernel-size independence: 1x64x112x112, stride 1, same padding, k = 3 and k = 7.
+    for (avgpool::index_t k : {3, 7}) {
+        shape sh;
+        sh.name = "kernel_size_k" + std::to_string(k) + "_c64_112x112";
+        sh.kind = "avg";
+        sh.nd = 2;
+        sh.C = 64;
+        sh.in[0] = 1, sh.in[1] = 112, sh.in[2] = 112;
+        sh.k[0] = 1, sh.k[1] = k, sh.k[2] = k;
+        sh.s[0] = sh.s[1] = sh.s[2] = 1;
+        sh.pb[1] = sh.pb[2] = sh.pe[1] = sh.pe[2] = k / 2;
+        register_shape<2>(sh);
+    }
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();
