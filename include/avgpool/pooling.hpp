@@ -76,16 +76,8 @@ public:
     /// the memory layout. Every error names the attribute, the axis and the value.
     static result<pooling> create(const dims<R + 2>& input_shape, const pool_attrs<R>& attrs,
                                   layout memory_layout = layout::channels_first) {
-        using detail::make_error;
-        if (!detail::valid_enum(memory_layout))
-            return make_error(errc::invalid_enum, "memory_layout", -1,
-                              static_cast<index_t>(memory_layout), "not a layout");
-        if (input_shape[0] < 1)
-            return make_error(errc::invalid_value, "input_shape", 0, input_shape[0],
-                              "batch N must be >= 1");
-        if (input_shape[1] < 1)
-            return make_error(errc::invalid_value, "input_shape", 1, input_shape[1],
-                              "channels C must be >= 1");
+        const error_info e = check_shape(input_shape, memory_layout);
+        if (e.code != errc::ok) return e;
         dims<R> spatial{};
         for (std::size_t a = 0; a < R; ++a) spatial[a] = input_shape[a + 2];
         auto geo = detail::infer_geometry_named<R>(spatial, attrs,
@@ -98,19 +90,59 @@ public:
         d.output_shape[0] = input_shape[0];
         d.output_shape[1] = input_shape[1];
         for (std::size_t a = 0; a < R; ++a) d.output_shape[a + 2] = geo->output[a];
-        index_t volume = 0;
-        if (!detail::checked_volume(d.input_shape, volume))
-            return detail::make_error_novalue(errc::overflow, "input_shape", -1,
-                                              "element count N * C * spatial overflows int64");
-        if (!detail::checked_volume(d.output_shape, volume))
-            return detail::make_error_novalue(errc::overflow, "output_shape", -1,
-                                              "element count N * C * spatial overflows int64");
+        const error_info v = check_volumes(d);
+        if (v.code != errc::ok) return v;
         d.geometry = *geo;
         d.memory_layout = memory_layout;
         d.divisor = detail::resolve_divisor<R>(attrs.divisor, d.geometry);
         d.divisor_override = attrs.divisor_override;
         d.empty_window_nan = attrs.empty_window_nan;
         p.build_windows();
+        return p;
+    }
+
+    /// Adaptive average pooling (OpenVINO AdaptiveAvgPool-8, PyTorch adaptive_avg_pool): output
+    /// o of an axis of extent X averages [floor(o * X / O), ceil((o + 1) * X / O)), computed in
+    /// exact integer arithmetic; O may exceed X (windows then overlap). geometry() reports the
+    /// largest window as the kernel, strides 1 and pads 0.
+    ///
+    ///     auto plan = avgpool::pooling<2>::create_adaptive({1, 2048, 60, 60}, {6, 6});
+    static result<pooling> create_adaptive(const dims<R + 2>& input_shape, const dims<R>& output_spatial,
+                                           layout memory_layout = layout::channels_first) {
+        using detail::make_error;
+        error_info e = check_shape(input_shape, memory_layout);
+        if (e.code != errc::ok) return e;
+        for (std::size_t a = 0; a < R; ++a)
+            if (output_spatial[a] < 1)
+                return make_error(errc::invalid_value, "output_spatial", static_cast<int>(a), output_spatial[a],
+                                  "must be >= 1");
+        pooling p;
+        detail::plan_data<R>& d = p.d_;
+        d.adaptive = true;
+        d.input_shape = input_shape;
+        d.output_shape[0] = input_shape[0];
+        d.output_shape[1] = input_shape[1];
+        for (std::size_t a = 0; a < R; ++a) {
+            d.output_shape[a + 2] = output_spatial[a];
+            d.geometry.input[a] = input_shape[a + 2];
+            d.geometry.output[a] = output_spatial[a];
+            d.geometry.strides[a] = d.geometry.dilations[a] = 1;
+        }
+        e = check_volumes(d);
+        if (e.code != errc::ok) return e;
+        d.memory_layout = memory_layout;
+        d.divisor = divisor_type::exclude_pad;  // every tap lies inside the input
+        p.allocate_windows();
+        for (std::size_t a = 0; a < R; ++a) {
+            index_t largest = 1;
+            for (index_t o = 0; o < output_spatial[a]; ++o) {
+                const detail::window w = detail::adaptive_window(o, input_shape[a + 2], output_spatial[a]);
+                d.windows[d.offset[a] + static_cast<std::size_t>(o)] = w;
+                largest = std::max(largest, w.count);
+            }
+            d.geometry.kernel[a] = largest;
+        }
+        p.derive_tables();
         return p;
     }
 
@@ -163,20 +195,58 @@ public:
 private:
     pooling() = default;
 
-    void build_windows() {
-        const pool_geometry<R>& g = d_.geometry;
+    static error_info check_shape(const dims<R + 2>& input_shape, layout memory_layout) noexcept {
+        using detail::make_error;
+        if (!detail::valid_enum(memory_layout))
+            return make_error(errc::invalid_enum, "memory_layout", -1,
+                              static_cast<index_t>(memory_layout), "not a layout");
+        if (input_shape[0] < 1)
+            return make_error(errc::invalid_value, "input_shape", 0, input_shape[0],
+                              "batch N must be >= 1");
+        if (input_shape[1] < 1)
+            return make_error(errc::invalid_value, "input_shape", 1, input_shape[1],
+                              "channels C must be >= 1");
+        for (std::size_t a = 0; a < R; ++a)
+            if (input_shape[a + 2] < 1)
+                return make_error(errc::invalid_value, "input_shape", static_cast<int>(a + 2),
+                                  input_shape[a + 2], "spatial extent must be >= 1");
+        return error_info{};
+    }
+
+    static error_info check_volumes(const detail::plan_data<R>& d) noexcept {
+        index_t volume = 0;
+        if (!detail::checked_volume(d.input_shape, volume))
+            return detail::make_error_novalue(errc::overflow, "input_shape", -1,
+                                              "element count N * C * spatial overflows int64");
+        if (!detail::checked_volume(d.output_shape, volume))
+            return detail::make_error_novalue(errc::overflow, "output_shape", -1,
+                                              "element count N * C * spatial overflows int64");
+        return error_info{};
+    }
+
+    void allocate_windows() {
         std::size_t total = 0;
         for (std::size_t a = 0; a < R; ++a) {
             d_.offset[a] = total;
-            total += static_cast<std::size_t>(g.output[a]);
+            total += static_cast<std::size_t>(d_.output_shape[a + 2]);
         }
         d_.windows.resize(total);
+    }
+
+    void build_windows() {
+        const pool_geometry<R>& g = d_.geometry;
+        allocate_windows();
         for (std::size_t a = 0; a < R; ++a)
             for (index_t o = 0; o < g.output[a]; ++o)
                 d_.windows[d_.offset[a] + static_cast<std::size_t>(o)] = detail::axis_window(
                     o, g.input[a], g.kernel[a], g.strides[a], g.dilations[a], g.pads_begin[a],
                     g.pads_end[a], d_.divisor);
+        derive_tables();
+    }
 
+    // Everything the fast kernels read, derived from the windows.
+    void derive_tables() {
+        const pool_geometry<R>& g = d_.geometry;
         d_.global = true;
         double max_div = 1.0;
         for (std::size_t a = 0; a < R; ++a) {
@@ -264,6 +334,29 @@ status avg_pool(const T* in, const dims<R + 2>& input_shape, const pool_attrs<R>
         st = detail::null_pointer_error("out");
     } else {
         auto plan = pooling<R>::create(input_shape, attrs, memory_layout);
+        st = plan ? plan->forward(in, out) : status(plan.error_data());
+    }
+#if AVGPOOL_HAS_EXCEPTIONS
+    if (!st) throw avgpool::error(st.error_data());
+#endif
+    return st;
+}
+
+/// One call, no plan kept: adaptive average pooling of in to the output spatial extents
+/// output_spatial. Throws avgpool::error on bad input when exceptions are on (else returns it);
+/// the output buffer is untouched on error.
+///
+///     avgpool::adaptive_avg_pool<float, 2>(in, {1, 2048, 60, 60}, {6, 6}, out);  // PSPNet bin 6
+template <class T, std::size_t R>
+status adaptive_avg_pool(const T* in, const dims<R + 2>& input_shape, const dims<R>& output_spatial, T* out,
+                         layout memory_layout = layout::channels_first) {
+    status st{};
+    if (in == nullptr) {
+        st = detail::null_pointer_error("in");
+    } else if (out == nullptr) {
+        st = detail::null_pointer_error("out");
+    } else {
+        auto plan = pooling<R>::create_adaptive(input_shape, output_spatial, memory_layout);
         st = plan ? plan->forward(in, out) : status(plan.error_data());
     }
 #if AVGPOOL_HAS_EXCEPTIONS

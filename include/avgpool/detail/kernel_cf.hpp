@@ -51,6 +51,7 @@ bool cf_applicable(const plan_data<R>& p) noexcept {
         outer_rows *= taps;
         if (outer_rows > cf_max_outer_rows) return false;
     }
+    if (p.adaptive) return g.input[R - 1] <= cf_buffer;  // the whole row in the buffer
     const index_t ke = (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1;
     return ke <= cf_buffer / 2;
 }
@@ -102,6 +103,12 @@ public:
         const index_t ke = (k_ - 1) * d_ + 1;
         tile_ = std::min(Wo_, (cf_buffer - ke) / s_ + 1);
         buf_len_ = (tile_ - 1) * s_ + ke;
+        if (p.adaptive) {
+            // Windows of any start and length: the whole input row in one buffer, pads 0.
+            tile_ = Wo_;
+            buf_len_ = W_;
+            pb_ = 0;
+        }
         last_div_ = p.template last_divisor<T>();
         hpass_ = pick_hpass();
     }
@@ -256,7 +263,7 @@ private:
         for (index_t t0 = 0; t0 < Wo_; t0 += tile_) {
             const index_t wt = std::min(tile_, Wo_ - t0);
             const index_t P0 = t0 * s_;  // padded coordinate of buf[0]
-            const index_t len = (wt - 1) * s_ + (k_ - 1) * d_ + 1;
+            const index_t len = p_.adaptive ? W_ : (wt - 1) * s_ + (k_ - 1) * d_ + 1;
             // buf[i] holds padded coordinate P0 + i, input column P0 + i - pb; outside the
             // input it holds 0 (written once per call for a single tile, else here).
             const index_t i_lo = std::clamp(pb_ - P0, index_t(0), len);
@@ -306,6 +313,7 @@ private:
     // Picks the horizontal pass once per call: unrolled for small kernels with dilation 1 at
     // stride 1 or 2, generic otherwise.
     hpass_fn pick_hpass() const noexcept {
+        if (p_.adaptive) return &cf_kernel::hpass_table;
         if (d_ == 1 && (s_ == 1 || s_ == 2) && k_ <= 5) {
             const bool two = s_ == 2;
             switch (k_) {
@@ -359,6 +367,17 @@ private:
         index_t u = 0;
         for (; u + L <= wt; u += L) finish(out, u, taps_any(ph0, ph1, u), average, div);
         if (u < wt) finish_tail(out, u, wt, taps_any(ph0, ph1, u), average, div);
+    }
+
+    // Adaptive windows: output u sums buf[first, first + count) of its own window.
+    void hpass_table(T* out, index_t wt, const T* buf, const T*, bool average, const row_divisor& div) const {
+        const window* w = p_.axis(R - 1);
+        for (index_t u = 0; u < wt; ++u) {
+            const T* x = buf + w[u].first;
+            T acc = x[0];
+            for (index_t i = 1; i < w[u].count; ++i) acc += x[i];
+            out[u] = average ? acc / div.at1(u) : acc;
+        }
     }
 
     // Strides >= 3: one output at a time from the buffer (fewer outputs per input).

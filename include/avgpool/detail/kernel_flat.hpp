@@ -31,7 +31,7 @@ constexpr index_t flat_max_grid = index_t(1) << 18;
 /// Whether the geometry suits the flattened kernel (independent of the element type).
 template <std::size_t R>
 bool flat_geometry(const plan_data<R>& p) noexcept {
-    if (R > 2 || p.memory_layout != layout::channels_first || p.global) return false;
+    if (R > 2 || p.memory_layout != layout::channels_first || p.global || p.adaptive) return false;
     const pool_geometry<R>& g = p.geometry;
     const index_t Wo = g.output[R - 1], s = g.strides[R - 1];
     if (g.dilations[R - 1] != 1 || (s != 1 && s != 2) || g.kernel[R - 1] > flat_max_kernel) return false;

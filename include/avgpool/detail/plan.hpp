@@ -29,6 +29,8 @@ struct plan_data {
     std::vector<window> windows;
     std::array<std::size_t, R> offset{};
 
+    bool adaptive = false;  // windows from create_adaptive: kernel / strides / pads do not apply
+
     // For the fast kernels, derived once from the windows:
     bool global = false;       // one window covering the whole input on every axis
     double max_divisor = 0.0;  // bound on any divisor (must be exact in the element type)

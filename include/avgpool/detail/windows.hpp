@@ -50,6 +50,60 @@ constexpr window axis_window(index_t o, index_t X, index_t k, index_t s, index_t
     return w;
 }
 
+/// floor(a * b / c) and whether it was exact, for 0 <= a, b and c > 0, exact even when a * b
+/// does not fit in 64 bits (adaptive windows on huge extents). The quotient must fit in index_t,
+/// which holds for adaptive windows (it is at most the extent).
+struct quotient {
+    index_t value;
+    bool exact;
+};
+
+// 64 x 64 -> 128 bits by 32-bit halves, then restoring division bit by bit: the path for
+// compilers without __int128 (kept callable everywhere so the tests cover it).
+constexpr quotient mul_div_portable(index_t a, index_t b, index_t c) noexcept {
+    using u64 = unsigned long long;
+    const u64 x = static_cast<u64>(a), y = static_cast<u64>(b), d = static_cast<u64>(c);
+    const u64 xl = x & 0xffffffffu, xh = x >> 32, yl = y & 0xffffffffu, yh = y >> 32;
+    const u64 ll = xl * yl, lh = xl * yh, hl = xh * yl, hh = xh * yh;
+    const u64 mid = (ll >> 32) + (lh & 0xffffffffu) + (hl & 0xffffffffu);
+    const u64 hi = hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+    const u64 lo = (mid << 32) | (ll & 0xffffffffu);
+    u64 q = 0, r = 0;
+    for (int i = 127; i >= 0; --i) {
+        const u64 bit = i >= 64 ? (hi >> (i - 64)) & 1u : (lo >> i) & 1u;
+        const bool carry = (r >> 63) != 0;
+        r = (r << 1) | bit;
+        q <<= 1;  // quotient bits above 63 are zero by the precondition
+        if (carry || r >= d) {
+            r -= d;
+            q |= 1u;
+        }
+    }
+    return {static_cast<index_t>(q), r == 0};
+}
+
+constexpr quotient mul_div(index_t a, index_t b, index_t c) noexcept {
+#if defined(__SIZEOF_INT128__)
+    __extension__ using wide = unsigned __int128;  // __extension__: no -Wpedantic noise
+    const wide m = static_cast<wide>(a) * static_cast<wide>(b);
+    return {static_cast<index_t>(m / static_cast<wide>(c)), m % static_cast<wide>(c) == 0};
+#else
+    return mul_div_portable(a, b, c);
+#endif
+}
+
+/// Adaptive window o of an axis of extent X split into O outputs: [floor(o * X / O),
+/// ceil((o + 1) * X / O)), divisor = its length (OpenVINO AdaptiveAvgPool-8, PyTorch).
+constexpr window adaptive_window(index_t o, index_t X, index_t O) noexcept {
+    const index_t first = mul_div(o, X, O).value;
+    const quotient end = mul_div(o + 1, X, O);
+    window w{};
+    w.first = first;
+    w.count = end.value + (end.exact ? 0 : 1) - first;
+    w.divisor = w.count;
+    return w;
+}
+
 /// full_kernel_if_padded becomes full_kernel or exclude_pad once the pads are known.
 template <std::size_t R>
 constexpr divisor_type resolve_divisor(divisor_type div, const pool_geometry<R>& g) noexcept {
