@@ -10,6 +10,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "detail/backward.hpp"
 #include "detail/kernel_cf.hpp"
 #include "detail/kernel_flat.hpp"
 #include "detail/plan.hpp"
@@ -180,6 +181,33 @@ public:
     template <class T>
     status sum(const T* in, T* out) const {
         return run(in, out, detail::pool_op::sum, sequential{});
+    }
+
+    /// The gradient of forward(): grad_in (input shape, overwritten) gets, at every input tap of
+    /// each window, that output's gradient divided by the divisor forward() used (PyTorch's
+    /// semantics, divisor_override included); padding receives nothing, inputs no window
+    /// covers get 0. Returns an error (writing nothing) only for a null pointer.
+    ///
+    ///     plan->backward(grad_out.data(), grad_in.data());
+    template <class T, class Exec>
+    status backward(const T* grad_out, T* grad_in, Exec&& exec) const {
+        static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
+        if (grad_out == nullptr) return detail::null_pointer_error("grad_out");
+        if (grad_in == nullptr) return detail::null_pointer_error("grad_in");
+        const index_t items = d_.input_shape[0] * d_.input_shape[1];
+        if (detail::backward_cf_applicable<T, R>(d_)) {
+            const detail::backward_cf<T, R> kernel(d_);
+            exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
+        } else {
+            exec(items, [this, grad_out, grad_in](index_t b, index_t e) {
+                detail::reference_backward<T, R>(d_, grad_out, grad_in, b, e);
+            });
+        }
+        return status{};
+    }
+    template <class T>
+    status backward(const T* grad_out, T* grad_in) const {
+        return backward(grad_out, grad_in, sequential{});
     }
 
     /// The divisor of every output position: a tensor of the output spatial shape only

@@ -1,0 +1,231 @@
+// The backward pass: the transpose of forward (PyTorch's semantics).
+#include <gtest/gtest.h>
+
+#include <avgpool/avgpool.hpp>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "support/conformance.hpp"
+
+namespace {
+
+using avgpool::index_t;
+using V = std::vector<double>;
+
+template <std::size_t R>
+std::string describe(const avgpool::dims<R + 2>& s, const avgpool::pool_attrs<R>& a, int c) {
+    std::string t = "case " + std::to_string(c) + " shape";
+    for (index_t v : s) t += " " + std::to_string(v);
+    auto list = [&](const char* n, const avgpool::dims<R>& d) {
+        t += std::string(" ") + n;
+        for (index_t v : d) t += " " + std::to_string(v);
+    };
+    list("k", a.kernel);
+    list("s", a.strides);
+    list("d", a.dilations);
+    list("pb", a.pads_begin);
+    list("pe", a.pads_end);
+    t += " pad " + std::to_string(int(a.auto_pad)) + " round " + std::to_string(int(a.rounding)) + " div " +
+         std::to_string(int(a.divisor)) + " override " + std::to_string(a.divisor_override) + " nan " +
+         std::to_string(a.empty_window_nan);
+    return t;
+}
+
+template <std::size_t R>
+avgpool::pool_attrs<R> random_attrs(std::mt19937_64& gen) {
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    avgpool::pool_attrs<R> a;
+    for (std::size_t ax = 0; ax < R; ++ax) {
+        a.kernel[ax] = pick(1, 4);
+        a.strides[ax] = pick(1, 3);
+        a.dilations[ax] = pick(0, 3) == 0 ? 2 : 1;
+        a.pads_begin[ax] = pick(0, 3);
+        a.pads_end[ax] = pick(0, 3);
+    }
+    a.auto_pad = static_cast<avgpool::pad_type>(pick(0, 3));
+    a.rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
+    a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
+    a.divisor_override = pick(0, 4) == 0 ? pick(1, 9) : 0;
+    a.empty_window_nan = false;  // NaN outputs have no meaningful adjoint product
+    return a;
+}
+
+// grad_in[i] = sum_o g[o] * d forward(x)[o] / d x[i]: forward is linear, so its column i is
+// forward(e_i). Independent of the backward code; fine for tiny tensors.
+template <std::size_t R>
+V gradient_by_forward(const avgpool::pooling<R>& plan, const V& g) {
+    const std::size_t n_in = static_cast<std::size_t>(plan.input_size());
+    V e(n_in, 0.0), col(static_cast<std::size_t>(plan.output_size())), grad(n_in, 0.0);
+    for (std::size_t i = 0; i < n_in; ++i) {
+        e[i] = 1.0;
+        plan.forward(e.data(), col.data());
+        e[i] = 0.0;
+        long double acc = 0;
+        for (std::size_t o = 0; o < col.size(); ++o) acc += static_cast<long double>(g[o]) * col[o];
+        grad[i] = static_cast<double>(acc);
+    }
+    return grad;
+}
+
+template <std::size_t R, class T>
+void check_case(const avgpool::pooling<R>& plan, std::mt19937_64& gen) {
+    std::uniform_real_distribution<double> dist(-1, 1);
+    const std::size_t n_in = static_cast<std::size_t>(plan.input_size()), n_out = static_cast<std::size_t>(plan.output_size());
+    std::vector<T> x(n_in), g(n_out), y(n_out), gx(n_in, T(123));  // grad_in is overwritten
+    for (T& v : x) v = static_cast<T>(dist(gen));
+    for (T& v : g) v = static_cast<T>(dist(gen));
+    ASSERT_TRUE(plan.forward(x.data(), y.data()).ok());
+    ASSERT_TRUE(plan.backward(g.data(), gx.data()).ok());
+    // Adjoint identity, to rounding: sum |terms| scales the tolerance.
+    long double lhs = 0, rhs = 0, scale = 0;
+    for (std::size_t o = 0; o < n_out; ++o) {
+        lhs += static_cast<long double>(y[o]) * g[o];
+        scale += std::fabs(static_cast<long double>(y[o]) * g[o]);
+    }
+    for (std::size_t i = 0; i < n_in; ++i) {
+        rhs += static_cast<long double>(x[i]) * gx[i];
+        scale += std::fabs(static_cast<long double>(x[i]) * gx[i]);
+    }
+    const double eps = sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
+    EXPECT_LE(std::fabs(static_cast<double>(lhs - rhs)), 64 * eps * static_cast<double>(scale) + 1e-300)
+        << "<forward(x), g> = " << static_cast<double>(lhs) << ", <x, backward(g)> = " << static_cast<double>(rhs);
+    // Every element against the gradient built from forward passes.
+    if (n_in <= 400) {
+        const V gd(g.begin(), g.end());
+        const V want = gradient_by_forward<R>(plan, gd);
+        for (std::size_t i = 0; i < n_in; ++i)
+            ASSERT_NEAR(static_cast<double>(gx[i]), want[i], 64 * eps * (1 + std::fabs(want[i])) * 16) << "input " << i;
+    }
+}
+
+template <std::size_t R>
+void random_backward(int cases, index_t max_extent) {
+    std::mt19937_64 gen(4242 + R);
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    int ran = 0;
+    for (int c = 0; c < cases; ++c) {
+        avgpool::dims<R + 2> s{};
+        s[0] = pick(1, 2);
+        s[1] = pick(1, 2);
+        for (std::size_t a = 0; a < R; ++a) s[a + 2] = pick(1, max_extent);
+        const auto a = random_attrs<R>(gen);
+        const auto lay = pick(0, 1) == 0 ? avgpool::layout::channels_first : avgpool::layout::channels_last;
+        auto plan = avgpool::pooling<R>::create(s, a, lay);
+        if (!plan) continue;
+        SCOPED_TRACE(describe<R>(s, a, c) + (lay == avgpool::layout::channels_last ? " channels_last" : ""));
+        check_case<R, float>(*plan, gen);
+        check_case<R, double>(*plan, gen);
+        if (::testing::Test::HasFatalFailure()) return;
+        ++ran;
+    }
+    EXPECT_GT(ran, cases / 3);
+}
+
+TEST(Backward, AdjointRank1) { random_backward<1>(400, 40); }
+TEST(Backward, AdjointRank2) { random_backward<2>(300, 9); }
+TEST(Backward, AdjointRank3) { random_backward<3>(150, 5); }
+
+TEST(Backward, AdjointAdaptive) {
+    std::mt19937_64 gen(31);
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    for (int c = 0; c < 100; ++c) {
+        const avgpool::dims<4> s{1, pick(1, 2), pick(1, 9), pick(1, 9)};
+        const avgpool::dims<2> o{pick(1, 11), pick(1, 11)};
+        auto plan = avgpool::pooling<2>::create_adaptive(
+            s, o, c % 2 ? avgpool::layout::channels_last : avgpool::layout::channels_first);
+        ASSERT_TRUE(plan.ok());
+        SCOPED_TRACE(c);
+        check_case<2, float>(*plan, gen);
+        check_case<2, double>(*plan, gen);
+    }
+}
+
+// Hand cases (PyTorch's semantics).
+TEST(Backward, HandWorked) {
+    // avg_pool1d(k=2, s=1) on 3 inputs, grad ones: [0.5, 1, 0.5].
+    avgpool::pool_attrs<1> a;
+    a.kernel = {2};
+    auto p = avgpool::pooling<1>::create({1, 1, 3}, a);
+    ASSERT_TRUE(p.ok());
+    V g{1, 1}, gi(3, 99);
+    p->backward(g.data(), gi.data());
+    EXPECT_EQ(gi, (V{0.5, 1, 0.5}));
+    // k=2, s=2 on 5 inputs: input 4 lies in no window (floor) and gets 0.
+    a.strides = {2};
+    p = avgpool::pooling<1>::create({1, 1, 5}, a);
+    V g2{2, 4}, gi2(5, 99);
+    p->backward(g2.data(), gi2.data());
+    EXPECT_EQ(gi2, (V{1, 1, 2, 2, 0}));
+    // count_include_pad with pad 1, k=3: each window divides by 3; padding receives nothing.
+    avgpool::pool_attrs<1> b;
+    b.kernel = {3};
+    b.pads_begin = b.pads_end = {1};
+    b.divisor = avgpool::divisor_type::include_pad;
+    p = avgpool::pooling<1>::create({1, 1, 2}, b);
+    V g3{3, 6}, gi3(2, 99);
+    p->backward(g3.data(), gi3.data());
+    EXPECT_EQ(gi3, (V{3, 3}));  // each input is in both windows: 1 + 2
+    // exclude_pad: divisors 2 and 2.
+    b.divisor = avgpool::divisor_type::exclude_pad;
+    p = avgpool::pooling<1>::create({1, 1, 2}, b);
+    p->backward(g3.data(), gi3.data());
+    EXPECT_EQ(gi3, (V{4.5, 4.5}));
+    // divisor_override replaces the divisor.
+    b.divisor_override = 3;
+    p = avgpool::pooling<1>::create({1, 1, 2}, b);
+    p->backward(g3.data(), gi3.data());
+    EXPECT_EQ(gi3, (V{3, 3}));
+}
+
+TEST(Backward, NullPointersAndUntouched) {
+    avgpool::pool_attrs<2> a;
+    a.kernel = {2, 2};
+    auto p = avgpool::pooling<2>::create({1, 1, 3, 3}, a);
+    ASSERT_TRUE(p.ok());
+    std::vector<float> g(4, 1.0f), gi(9, -3.0f);
+    EXPECT_EQ(p->backward(static_cast<const float*>(nullptr), gi.data()).error().message(), "grad_out: null pointer");
+    EXPECT_EQ(p->backward(g.data(), static_cast<float*>(nullptr)).error_code(), avgpool::errc::null_pointer);
+    for (float v : gi) EXPECT_EQ(v, -3.0f);
+}
+
+// The fast channels-first kernel against the reference on larger random cases.
+template <class T, std::size_t R>
+void fast_vs_reference(int cases, index_t max_extent) {
+    std::mt19937_64 gen(777 + R);
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    for (int c = 0; c < cases; ++c) {
+        avgpool::dims<R + 2> s{};
+        s[0] = 1;
+        s[1] = pick(1, 3);
+        for (std::size_t a = 0; a < R; ++a) s[a + 2] = pick(1, max_extent);
+        const auto a = random_attrs<R>(gen);
+        auto plan = avgpool::pooling<R>::create(s, a);
+        if (!plan) continue;
+        SCOPED_TRACE(describe<R>(s, a, c));
+        const auto& d = avgpool::detail::plan_access::data(*plan);
+        ASSERT_TRUE((avgpool::detail::backward_cf_applicable<T, R>(d)));
+        std::uniform_real_distribution<double> dist(-1, 1);
+        std::vector<T> g(static_cast<std::size_t>(plan->output_size())), fast(static_cast<std::size_t>(plan->input_size())),
+            ref(fast.size());
+        for (T& v : g) v = static_cast<T>(dist(gen));
+        const index_t items = s[0] * s[1];
+        avgpool::detail::backward_cf<T, R>(d).run(g.data(), fast.data(), 0, items);
+        avgpool::detail::reference_backward<T, R>(d, g.data(), ref.data(), 0, items);
+        double ksum = 1;
+        for (std::size_t ax = 0; ax < R; ++ax) ksum *= static_cast<double>(a.kernel[ax]);
+        const double eps = sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
+        for (std::size_t i = 0; i < fast.size(); ++i)
+            ASSERT_NEAR(static_cast<double>(fast[i]), static_cast<double>(ref[i]), 8 * ksum * eps * 2) << i;
+    }
+}
+
+TEST(Backward, FastMatchesReference) {
+    fast_vs_reference<float, 1>(200, 300);
+    fast_vs_reference<double, 2>(150, 40);
+    fast_vs_reference<float, 3>(80, 12);
+}
+
+}  // namespace
