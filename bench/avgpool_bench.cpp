@@ -26,7 +26,7 @@ using avgpool::index_t;
 struct shape {
     std::string name, kind;
     int nd = 0;
-    index_t C = 0, in[3]{}, k[3]{}, s[3]{}, pb[3]{}, pe[3]{};
+    index_t C = 0, in[3]{}, k[3]{}, s[3]{}, pb[3]{}, pe[3]{}, out[3]{};
 };
 
 std::vector<shape> read_shapes(const char* path) {
@@ -38,11 +38,11 @@ std::vector<shape> read_shapes(const char* path) {
         std::istringstream ls(line);
         shape sh;
         std::string source;
-        index_t N = 0, od[3];
+        index_t N = 0;
         ls >> sh.name >> source >> sh.kind >> sh.nd >> N >> sh.C;
-        for (auto* arr : {sh.in, sh.k, sh.s, sh.pb, sh.pe, od})
+        for (auto* arr : {sh.in, sh.k, sh.s, sh.pb, sh.pe, sh.out})
             for (int i = 0; i < 3; ++i) ls >> arr[i];
-        if (!ls || (sh.kind != "avg" && sh.kind != "global")) continue;
+        if (!ls || (sh.kind != "avg" && sh.kind != "global" && sh.kind != "adaptive")) continue;
         bool negative_pad = false;
         for (int i = 0; i < 3; ++i) negative_pad = negative_pad || sh.pe[i] < 0;
         if (!negative_pad) out.push_back(sh);  // negative end pads: not an average-pool feature
@@ -89,6 +89,42 @@ void bench_avgpool(benchmark::State& state, problem<R> p) {
         benchmark::ClobberMemory();
     }
     state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((in.size() + out.size()) * sizeof(float)));
+}
+
+template <std::size_t R>
+void bench_backward(benchmark::State& state, problem<R> p) {
+    auto plan = avgpool::pooling<R>::create(p.in_shape, p.attrs);
+    if (!plan) {
+        state.SkipWithError(plan.error().message().c_str());
+        return;
+    }
+    std::vector<float> grad_out(static_cast<std::size_t>(plan->output_size()), 1.0f);
+    std::vector<float> grad_in(static_cast<std::size_t>(plan->input_size()));
+    for (auto _ : state) {
+        plan->backward(grad_out.data(), grad_in.data());
+        benchmark::DoNotOptimize(grad_in.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(state.iterations() *
+                            static_cast<int64_t>((grad_in.size() + grad_out.size()) * sizeof(float)));
+}
+
+// Adaptive pooling (PSPNet bins) and the plain average pool reading the same bytes: a kernel
+// and stride of X / O (the bins divide 60 evenly).
+void bench_adaptive(benchmark::State& state, avgpool::dims<4> shape, avgpool::dims<2> out) {
+    auto plan = avgpool::pooling<2>::create_adaptive(shape, out);
+    if (!plan) {
+        state.SkipWithError(plan.error().message().c_str());
+        return;
+    }
+    std::vector<float> in(static_cast<std::size_t>(plan->input_size()), 1.0f);
+    std::vector<float> y(static_cast<std::size_t>(plan->output_size()));
+    for (auto _ : state) {
+        plan->forward(in.data(), y.data());
+        benchmark::DoNotOptimize(y.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((in.size() + y.size()) * sizeof(float)));
 }
 
 template <std::size_t R>
@@ -159,7 +195,10 @@ void register_shape(const shape& sh) {
 #if AVGPOOL_BENCH_HAVE_DNNL
         benchmark::RegisterBenchmark(("onednn/" + tag).c_str(), bench_onednn<R>, p, include);
 #endif
-        if (!include) benchmark::RegisterBenchmark(("memcpy/" + tag).c_str(), bench_memcpy<R>, p);
+        if (!include) {
+            benchmark::RegisterBenchmark(("memcpy/" + tag).c_str(), bench_memcpy<R>, p);
+            benchmark::RegisterBenchmark(("backward/" + tag).c_str(), bench_backward<R>, p);
+        }
     }
 }
 
@@ -176,6 +215,17 @@ int main(int argc, char** argv) {
         return 1;
     }
     for (const shape& sh : shapes) {
+        if (sh.kind == "adaptive") {
+            if (sh.nd != 2) continue;  // the 1-D Swin head is an (N, L, C) transpose case
+            const avgpool::dims<4> in{1, sh.C, sh.in[1], sh.in[2]};
+            const avgpool::dims<2> out{sh.out[1], sh.out[2]};
+            benchmark::RegisterBenchmark(("adaptive/" + sh.name).c_str(), bench_adaptive, in, out);
+            problem<2> plain;  // the plain pool over the same bytes: k = s = X / O
+            plain.in_shape = in;
+            for (std::size_t i = 0; i < 2; ++i) plain.attrs.kernel[i] = plain.attrs.strides[i] = in[i + 2] / out[i];
+            benchmark::RegisterBenchmark(("adaptive_plain/" + sh.name).c_str(), bench_avgpool<2>, plain);
+            continue;
+        }
         switch (sh.nd) {
             case 1: register_shape<1>(sh); break;
             case 2: register_shape<2>(sh); break;
