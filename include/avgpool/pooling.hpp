@@ -345,6 +345,27 @@ private:
     detail::plan_data<R> d_;
 };
 
+namespace detail {
+// The one-call functions: check pointers, make the plan, run it; throw the error when
+// exceptions are on (else return it). Nothing is written on error.
+template <class T, class MakePlan>
+status one_call(const T* in, T* out, MakePlan make_plan) {
+    status st{};
+    if (in == nullptr) {
+        st = null_pointer_error("in");
+    } else if (out == nullptr) {
+        st = null_pointer_error("out");
+    } else {
+        auto plan = make_plan();
+        st = plan ? plan->forward(in, out) : status(plan.error_data());
+    }
+#if AVGPOOL_HAS_EXCEPTIONS
+    if (!st) throw avgpool::error(st.error_data());
+#endif
+    return st;
+}
+}  // namespace detail
+
 /// One call, no plan kept: out = average pooling of in. Throws avgpool::error on bad input
 /// when exceptions are on (else returns it); the output buffer is untouched on error.
 ///
@@ -355,19 +376,7 @@ private:
 template <class T, std::size_t R>
 status avg_pool(const T* in, const dims<R + 2>& input_shape, const pool_attrs<R>& attrs, T* out,
                 layout memory_layout = layout::channels_first) {
-    status st{};
-    if (in == nullptr) {
-        st = detail::null_pointer_error("in");
-    } else if (out == nullptr) {
-        st = detail::null_pointer_error("out");
-    } else {
-        auto plan = pooling<R>::create(input_shape, attrs, memory_layout);
-        st = plan ? plan->forward(in, out) : status(plan.error_data());
-    }
-#if AVGPOOL_HAS_EXCEPTIONS
-    if (!st) throw avgpool::error(st.error_data());
-#endif
-    return st;
+    return detail::one_call(in, out, [&] { return pooling<R>::create(input_shape, attrs, memory_layout); });
 }
 
 /// One call, no plan kept: adaptive average pooling of in to the output spatial extents
@@ -378,19 +387,8 @@ status avg_pool(const T* in, const dims<R + 2>& input_shape, const pool_attrs<R>
 template <class T, std::size_t R>
 status adaptive_avg_pool(const T* in, const dims<R + 2>& input_shape, const dims<R>& output_spatial, T* out,
                          layout memory_layout = layout::channels_first) {
-    status st{};
-    if (in == nullptr) {
-        st = detail::null_pointer_error("in");
-    } else if (out == nullptr) {
-        st = detail::null_pointer_error("out");
-    } else {
-        auto plan = pooling<R>::create_adaptive(input_shape, output_spatial, memory_layout);
-        st = plan ? plan->forward(in, out) : status(plan.error_data());
-    }
-#if AVGPOOL_HAS_EXCEPTIONS
-    if (!st) throw avgpool::error(st.error_data());
-#endif
-    return st;
+    return detail::one_call(
+        in, out, [&] { return pooling<R>::create_adaptive(input_shape, output_spatial, memory_layout); });
 }
 
 }  // namespace avgpool

@@ -86,13 +86,7 @@ bool backward_cf_applicable(const plan_data<R>& p) noexcept {
     if (R > 3 || p.memory_layout != layout::channels_first) return false;
     if (p.max_divisor > exact_integer_limit<T>()) return false;
     const pool_geometry<R>& g = p.geometry;
-    index_t outer_rows = 1;
-    for (std::size_t a = 0; a + 1 < R; ++a) {
-        const index_t taps = std::min(g.kernel[a], g.input[a]);
-        if (taps > cf_max_outer_rows) return false;
-        outer_rows *= taps;
-        if (outer_rows > cf_max_outer_rows) return false;
-    }
+    if (!outer_rows_fit<R>(g)) return false;
     if (p.adaptive) return g.input[R - 1] <= cf_buffer;
     return (g.output[R - 1] - 1) * g.strides[R - 1] + (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1 <= cf_buffer;
 }

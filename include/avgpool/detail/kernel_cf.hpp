@@ -36,6 +36,20 @@ constexpr double exact_integer_limit() noexcept {
     return sizeof(T) == 4 ? 16777216.0 : 9007199254740992.0;  // 2^24, 2^53
 }
 
+/// Whether the input rows of one output row (the product of the outer axes' taps) fit the
+/// kernels' on-stack list.
+template <std::size_t R>
+bool outer_rows_fit(const pool_geometry<R>& g) noexcept {
+    index_t outer_rows = 1;
+    for (std::size_t a = 0; a + 1 < R; ++a) {
+        const index_t taps = std::min(g.kernel[a], g.input[a]);  // bounds any window's count
+        if (taps > cf_max_outer_rows) return false;
+        outer_rows *= taps;
+        if (outer_rows > cf_max_outer_rows) return false;
+    }
+    return true;
+}
+
 /// Whether the fast channels-first kernel covers this plan for element type T.
 template <class T, std::size_t R>
 bool cf_applicable(const plan_data<R>& p) noexcept {
@@ -44,13 +58,7 @@ bool cf_applicable(const plan_data<R>& p) noexcept {
     if (p.max_divisor > exact_integer_limit<T>()) return false;
     if (p.global) return true;
     const pool_geometry<R>& g = p.geometry;
-    index_t outer_rows = 1;
-    for (std::size_t a = 0; a + 1 < R; ++a) {
-        const index_t taps = std::min(g.kernel[a], g.input[a]);  // bounds any window's count
-        if (taps > cf_max_outer_rows) return false;
-        outer_rows *= taps;
-        if (outer_rows > cf_max_outer_rows) return false;
-    }
+    if (!outer_rows_fit<R>(g)) return false;
     if (p.adaptive) return g.input[R - 1] <= cf_buffer;  // the whole row in the buffer
     const index_t ke = (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1;
     return ke <= cf_buffer / 2;
