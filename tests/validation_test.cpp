@@ -149,14 +149,14 @@ TEST(Validation, RuntimeRankListsMustMatchTheRank) {
     auto r = avgpool::infer_output_shape({1, 3, 8, 8}, d);
     ASSERT_FALSE(r.ok());
     EXPECT_EQ(r.error_code(), errc::rank_mismatch);
-    EXPECT_EQ(r.error().message(), "strides: 1 entries; expected 2, one per spatial axis");
+    EXPECT_EQ(r.error().message(), "strides: 1 given; expected 2, one per spatial axis");
     d.strides = {};
     d.pads_end = {1, 1, 1};
     EXPECT_EQ(avgpool::infer_output_shape({1, 3, 8, 8}, d).error().message(),
-              "pads_end: 3 entries; expected 2, one per spatial axis");
+              "pads_end: 3 given; expected 2, one per spatial axis");
     d.pads_end = {};
     EXPECT_EQ(avgpool::infer_output_shape({1, 3, 8}, d).error().message(),
-              "kernel: 2 entries; expected 1, one per spatial axis");
+              "kernel: 2 given; expected 1, one per spatial axis");
     EXPECT_EQ(avgpool::infer_output_shape({3, 8}, d).error().message(),
               "input_shape: rank 2; expected {N, C, spatial...}, rank >= 3");
     auto ok = avgpool::infer_output_shape({1, 3, 8, 8}, d);  // empty strides / pads: defaults

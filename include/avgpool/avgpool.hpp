@@ -9,6 +9,8 @@
 #include "dynamic.hpp"
 #include "error.hpp"
 #include "executor.hpp"
+#include "float16.hpp"
+#include "frontends/all.hpp"
 #include "pooling.hpp"
 #include "shape.hpp"
 #include "types.hpp"

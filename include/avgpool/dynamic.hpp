@@ -36,7 +36,7 @@ struct pool_attrs_dynamic {
 namespace detail {
 inline error_info list_length_error(const char* name, std::size_t got, std::size_t want) noexcept {
     return make_error_novalue(errc::rank_mismatch, name, -1,
-                              "{0} entries; expected {1}, one per spatial axis",
+                              "{0} given; expected {1}, one per spatial axis",
                               static_cast<index_t>(got), static_cast<index_t>(want));
 }
 

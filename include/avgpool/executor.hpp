@@ -7,7 +7,21 @@
 #ifndef AVGPOOL_EXECUTOR_HPP
 #define AVGPOOL_EXECUTOR_HPP
 
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "config.hpp"
 #include "types.hpp"
+
+#if AVGPOOL_HAS_EXCEPTIONS
+#include <exception>
+#endif
 
 namespace avgpool {
 
@@ -19,6 +33,224 @@ struct sequential {
     void operator()(index_t count, F&& fn) const {
         if (count > 0) fn(index_t(0), count);
     }
+};
+
+namespace detail {
+
+/// Start of chunk i when [0, count) is cut into `chunks` contiguous pieces whose lengths differ
+/// by at most one (the first count % chunks are the longer ones). Chunk i is
+/// [chunk_begin(count, chunks, i), chunk_begin(count, chunks, i + 1)).
+constexpr index_t chunk_begin(index_t count, index_t chunks, index_t i) noexcept {
+    return i * (count / chunks) + (i < count % chunks ? i : count % chunks);
+}
+
+}  // namespace detail
+
+/// A fixed set of std::threads, created once and reused by every call.
+///
+///     avgpool::thread_pool pool(4);          // the caller plus 3 workers
+///     plan->forward(in, out, pool);
+///     pool(n, [&](avgpool::index_t begin, avgpool::index_t end) { /* items [begin, end) */ });
+///
+/// pool(count, fn) cuts [0, count) into min(count, size()) contiguous chunks (a function of
+/// count and size() only), runs fn(begin, end) once per chunk, on the workers and the calling
+/// thread at once, and returns when all chunks are done. fn is called concurrently, so its
+/// operator() must be safe for that. If fn throws, every other chunk still runs, then the first
+/// exception is rethrown to the caller.
+///
+/// Calls from several threads at once are safe but take turns: one call runs at a time. A call
+/// made from inside fn on the same pool runs its chunks one after another on that thread
+/// instead of deadlocking. Calls allocate nothing.
+class thread_pool {
+public:
+    /// Starts threads - 1 workers; 0 or 1 runs every call on the calling thread.
+    explicit thread_pool(unsigned threads = std::thread::hardware_concurrency())
+        : size_(threads > 1 ? threads : 1u) {
+        workers_.reserve(size_ - 1);
+#if AVGPOOL_HAS_EXCEPTIONS
+        try {
+#endif
+            for (unsigned i = 1; i < size_; ++i) workers_.emplace_back([this] { work(); });
+#if AVGPOOL_HAS_EXCEPTIONS
+        } catch (...) {
+            stop();  // a std::thread left joinable would call std::terminate
+            throw;
+        }
+#endif
+    }
+
+    thread_pool(const thread_pool&) = delete;
+    thread_pool& operator=(const thread_pool&) = delete;
+
+    /// Waits for the workers to finish (there is no work left: calls block until done).
+    ~thread_pool() { stop(); }
+
+    /// Number of threads that share the work of a call, the calling thread included.
+    unsigned size() const noexcept { return size_; }
+
+    /// Runs fn(begin, end) over the chunks of [0, count); blocks until all have finished.
+    template <class F>
+    void operator()(index_t count, F&& fn) const {
+        if (count <= 0) return;
+        const index_t chunks = count < index_t(size_) ? count : index_t(size_);
+        if (chunks == 1) {
+            fn(index_t(0), count);
+            return;
+        }
+        using Fn = std::remove_reference_t<F>;
+        void* const target = const_cast<void*>(static_cast<const void*>(std::addressof(fn)));
+        if (running_here() == this) {  // nested call from a chunk: the workers are all taken
+            run_inline(&invoke<Fn>, target, count, chunks);
+            return;
+        }
+        std::lock_guard<std::mutex> one_call_at_a_time(s_.call_mutex);
+        const scoped_running_here mark(this);
+        {
+            std::lock_guard<std::mutex> lock(s_.mutex);
+            s_.invoke = &invoke<Fn>;
+            s_.fn = target;
+            s_.count = count;
+            s_.chunks = chunks;
+            s_.next.store(0, std::memory_order_relaxed);   // published by the unlock below
+            s_.slots = static_cast<unsigned>(chunks - 1);  // chunks <= size_: fits, <= workers
+            s_.open = true;
+            ++s_.generation;
+        }
+        s_.wake.notify_all();
+        run_chunks();
+        {
+            // Close the call so that late-waking workers skip it, then wait only for the
+            // workers that joined: every chunk is claimed by now, but some may still run.
+            std::unique_lock<std::mutex> lock(s_.mutex);
+            s_.open = false;
+            s_.done.wait(lock, [this] { return s_.active == 0; });
+        }
+#if AVGPOOL_HAS_EXCEPTIONS
+        if (s_.error) {
+            std::exception_ptr e = s_.error;
+            s_.error = nullptr;
+            std::rethrow_exception(e);
+        }
+#endif
+    }
+
+private:
+    using invoker = void (*)(void*, index_t, index_t);
+
+    template <class Fn>
+    static void invoke(void* fn, index_t begin, index_t end) {
+        (*static_cast<Fn*>(fn))(begin, end);
+    }
+
+    // The pool whose chunk this thread is running, if any: spots nested calls.
+    static const thread_pool*& running_here() noexcept {
+        static thread_local const thread_pool* pool = nullptr;
+        return pool;
+    }
+
+    struct scoped_running_here {
+        const thread_pool* saved;
+        explicit scoped_running_here(const thread_pool* p) noexcept : saved(running_here()) {
+            running_here() = p;
+        }
+        ~scoped_running_here() { running_here() = saved; }
+        scoped_running_here(const scoped_running_here&) = delete;
+        scoped_running_here& operator=(const scoped_running_here&) = delete;
+    };
+
+    // Same partition and error rule as a parallel call, on this thread alone.
+    static void run_inline(invoker f, void* fn, index_t count, index_t chunks) {
+#if AVGPOOL_HAS_EXCEPTIONS
+        std::exception_ptr first;
+        for (index_t i = 0; i < chunks; ++i) {
+            try {
+                f(fn, detail::chunk_begin(count, chunks, i),
+                  detail::chunk_begin(count, chunks, i + 1));
+            } catch (...) {
+                if (!first) first = std::current_exception();
+            }
+        }
+        if (first) std::rethrow_exception(first);
+#else
+        for (index_t i = 0; i < chunks; ++i)
+            f(fn, detail::chunk_begin(count, chunks, i), detail::chunk_begin(count, chunks, i + 1));
+#endif
+    }
+
+    // Claims chunks until none are left; shared by the caller and the workers of a call.
+    void run_chunks() const noexcept {
+        for (;;) {
+            const index_t i = s_.next.fetch_add(1, std::memory_order_relaxed);
+            if (i >= s_.chunks) return;
+            const index_t begin = detail::chunk_begin(s_.count, s_.chunks, i);
+            const index_t end = detail::chunk_begin(s_.count, s_.chunks, i + 1);
+#if AVGPOOL_HAS_EXCEPTIONS
+            try {
+                s_.invoke(s_.fn, begin, end);
+            } catch (...) {
+                std::lock_guard<std::mutex> lock(s_.mutex);
+                if (!s_.error) s_.error = std::current_exception();
+            }
+#else
+            s_.invoke(s_.fn, begin, end);
+#endif
+        }
+    }
+
+    void work() const {
+        running_here() = this;
+        std::uint64_t seen = 0;
+        std::unique_lock<std::mutex> lock(s_.mutex);
+        for (;;) {
+            s_.wake.wait(lock, [&] { return s_.stopping || s_.generation != seen; });
+            if (s_.stopping) return;
+            seen = s_.generation;
+            if (!s_.open || s_.slots == 0) continue;  // call already over, or enough helpers
+            --s_.slots;
+            ++s_.active;
+            lock.unlock();
+            run_chunks();
+            lock.lock();
+            if (--s_.active == 0) s_.done.notify_one();
+        }
+    }
+
+    void stop() noexcept {
+        {
+            std::lock_guard<std::mutex> lock(s_.mutex);
+            s_.stopping = true;
+        }
+        s_.wake.notify_all();
+        for (std::thread& t : workers_) t.join();
+        workers_.clear();
+    }
+
+    // Everything a call changes. Calls are const (a pool is shared and thread-safe), so it is
+    // mutable. The job fields are written under `mutex` before the generation bump and read
+    // by a worker only after it saw that bump under `mutex`, and only while it is active.
+    struct shared_state {
+        std::mutex call_mutex;  // one call at a time
+        std::mutex mutex;       // guards what follows, except `next`
+        std::condition_variable wake;
+        std::condition_variable done;
+        std::uint64_t generation = 0;
+        bool open = false;  // workers may still join the current call
+        bool stopping = false;
+        unsigned slots = 0;   // workers that may still join
+        unsigned active = 0;  // workers inside the current call
+        invoker invoke = nullptr;
+        void* fn = nullptr;
+        index_t count = 0;
+        index_t chunks = 0;
+        std::atomic<index_t> next{0};  // next chunk to claim
+#if AVGPOOL_HAS_EXCEPTIONS
+        std::exception_ptr error;  // first exception of the current call
+#endif
+    };
+
+    unsigned size_;
+    mutable shared_state s_;
+    std::vector<std::thread> workers_;
 };
 
 }  // namespace avgpool

@@ -18,6 +18,7 @@
 #include "detail/windows.hpp"
 #include "error.hpp"
 #include "executor.hpp"
+#include "float16.hpp"
 #include "shape.hpp"
 #include "types.hpp"
 
@@ -25,8 +26,9 @@ namespace avgpool {
 namespace detail {
 
 template <class T>
-struct is_element : std::integral_constant<bool, std::is_same<T, float>::value ||
-                                                     std::is_same<T, double>::value> {};
+struct is_element
+    : std::integral_constant<bool, std::is_same<T, float>::value || std::is_same<T, double>::value ||
+                                       std::is_same<T, float16>::value || std::is_same<T, bfloat16>::value> {};
 
 inline error_info null_pointer_error(const char* name) noexcept {
     return make_error_novalue(errc::null_pointer, name, -1, "null pointer");
@@ -195,14 +197,16 @@ public:
         if (grad_out == nullptr) return detail::null_pointer_error("grad_out");
         if (grad_in == nullptr) return detail::null_pointer_error("grad_in");
         const index_t items = d_.input_shape[0] * d_.input_shape[1];
-        if (detail::backward_cf_applicable<T, R>(d_)) {
-            const detail::backward_cf<T, R> kernel(d_);
-            exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
-        } else {
-            exec(items, [this, grad_out, grad_in](index_t b, index_t e) {
-                detail::reference_backward<T, R>(d_, grad_out, grad_in, b, e);
-            });
+        if constexpr (std::is_floating_point<T>::value) {
+            if (detail::backward_cf_applicable<T, R>(d_)) {
+                const detail::backward_cf<T, R> kernel(d_);
+                exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
+                return status{};
+            }
         }
+        exec(items, [this, grad_out, grad_in](index_t b, index_t e) {
+            detail::reference_backward<T, R>(d_, grad_out, grad_in, b, e);
+        });
         return status{};
     }
     template <class T>
@@ -261,6 +265,37 @@ private:
         d_.windows.resize(total);
     }
 
+    // For each input x of each axis, the outputs whose window span reaches it. Spans (not
+    // first valid taps: dilation can skip the first tap of an early window) start and end at
+    // non-decreasing positions, so two pointers sweep each axis once.
+    void build_cover() {
+        std::size_t total = 0;
+        for (std::size_t a = 0; a < R; ++a) {
+            d_.cover_offset[a] = total;
+            total += static_cast<std::size_t>(d_.input_shape[a + 2]);
+        }
+        d_.cover.assign(total, detail::window{});
+        const pool_geometry<R>& g = d_.geometry;
+        for (std::size_t a = 0; a < R; ++a) {
+            const detail::window* w = d_.axis(a);
+            const index_t O = d_.output_shape[a + 2], X = d_.input_shape[a + 2];
+            const index_t ke = (g.kernel[a] - 1) * g.dilations[a] + 1;
+            auto span_first = [&](index_t o) { return d_.adaptive ? w[o].first : o * g.strides[a] - g.pads_begin[a]; };
+            auto span_last = [&](index_t o) {
+                return d_.adaptive ? w[o].first + w[o].count - 1 : o * g.strides[a] - g.pads_begin[a] + ke - 1;
+            };
+            index_t lo = 0, hi = 0;
+            for (index_t x = 0; x < X; ++x) {
+                while (lo < O && span_last(lo) < x) ++lo;
+                if (hi < lo) hi = lo;
+                while (hi < O && span_first(hi) <= x) ++hi;
+                detail::window& c = d_.cover[d_.cover_offset[a] + static_cast<std::size_t>(x)];
+                c.first = lo;
+                c.count = hi - lo;
+            }
+        }
+    }
+
     void build_windows() {
         const pool_geometry<R>& g = d_.geometry;
         allocate_windows();
@@ -272,9 +307,10 @@ private:
         derive_tables();
     }
 
-    // Everything the fast kernels read, derived from the windows.
+    // Everything the other kernels read, derived from the windows.
     void derive_tables() {
         const pool_geometry<R>& g = d_.geometry;
+        build_cover();
         d_.global = true;
         double max_div = 1.0;
         for (std::size_t a = 0; a < R; ++a) {
@@ -291,11 +327,15 @@ private:
         const std::size_t n = static_cast<std::size_t>(g.output[R - 1]);
         d_.last_div_f.assign(n + pad, 1.0f);
         d_.last_div_d.assign(n + pad, 1.0);
+        d_.last_bdiv_f.assign(n + pad, 1.0f);
+        d_.last_bdiv_d.assign(n + pad, 1.0);
         for (std::size_t o = 0; o < n; ++o) {
             const index_t f = last[o].divisor;
             const double eff = f != 0 ? static_cast<double>(f) : (d_.empty_window_nan ? 0.0 : 1.0);
             d_.last_div_f[o] = static_cast<float>(eff);
             d_.last_div_d[o] = eff;
+            d_.last_bdiv_f[o] = f != 0 ? static_cast<float>(f) : 1.0f;
+            d_.last_bdiv_d[o] = f != 0 ? static_cast<double>(f) : 1.0;
         }
 
         if (detail::flat_geometry<R>(d_)) {
@@ -328,17 +368,21 @@ private:
         if (in == nullptr) return detail::null_pointer_error("in");
         if (out == nullptr) return detail::null_pointer_error("out");
         const index_t items = d_.input_shape[0] * d_.input_shape[1];
-        if (detail::flat_applicable<T, R>(d_)) {
-            const detail::flat_kernel<T, R> kernel(d_, op);
-            exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
-        } else if (detail::cf_applicable<T, R>(d_)) {
-            const detail::cf_kernel<T, R> kernel(d_, op);
-            exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
-        } else {
-            exec(items, [this, in, out, op](index_t begin, index_t end) {
-                detail::reference_pool<T, R>(d_, in, out, op, begin, end);
-            });
+        if constexpr (std::is_floating_point<T>::value) {  // SIMD kernels: float and double
+            if (detail::flat_applicable<T, R>(d_)) {
+                const detail::flat_kernel<T, R> kernel(d_, op);
+                exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
+                return status{};
+            }
+            if (detail::cf_applicable<T, R>(d_)) {
+                const detail::cf_kernel<T, R> kernel(d_, op);
+                exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
+                return status{};
+            }
         }
+        exec(items, [this, in, out, op](index_t begin, index_t end) {
+            detail::reference_pool<T, R>(d_, in, out, op, begin, end);
+        });
         return status{};
     }
 

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "json.hpp"
@@ -60,51 +61,48 @@ std::vector<T> to_channels_last(const std::vector<T>& x, const std::vector<avgpo
     return y;
 }
 
-/// Runs the plan for a runtime rank 3..5 (R = 1..3; R = 4 too, for the random tests' sake)
-/// on a channels-first or channels-last tensor. Returns the library's status.
-template <class T>
-avgpool::status run_forward(const std::vector<avgpool::index_t>& shape,
-                            const avgpool::pool_attrs_dynamic& attrs, avgpool::layout lay,
-                            const std::vector<T>& in, std::vector<T>& out,
-                            std::vector<avgpool::index_t>* out_shape = nullptr);
+/// Calls f(std::integral_constant<std::size_t, R>{}) for a runtime R in 1..4, so that a test
+/// can reach the fixed-rank API (pool_attrs<R>, pooling<R>, the front ends' templates).
+/// Returns false (and calls nothing) for any other R.
+template <class F>
+bool for_rank(std::size_t R, F&& f) {
+    switch (R) {
+        case 1: f(std::integral_constant<std::size_t, 1>{}); return true;
+        case 2: f(std::integral_constant<std::size_t, 2>{}); return true;
+        case 3: f(std::integral_constant<std::size_t, 3>{}); return true;
+        case 4: f(std::integral_constant<std::size_t, 4>{}); return true;
+        default: return false;
+    }
+}
 
-namespace detail {
-template <std::size_t R, class T>
-avgpool::status run_forward_r(const std::vector<avgpool::index_t>& shape,
-                              const avgpool::pool_attrs_dynamic& d, avgpool::layout lay,
-                              const std::vector<T>& in, std::vector<T>& out,
-                              std::vector<avgpool::index_t>* out_shape) {
-    auto attrs = avgpool::to_static<R>(d);
-    if (!attrs) return attrs.error_data();
-    avgpool::dims<R + 2> s{};
-    for (std::size_t i = 0; i < R + 2; ++i) s[i] = shape[i];
-    auto plan = avgpool::pooling<R>::create(s, *attrs, lay);
+/// The first N entries of a runtime shape as dims<N> (the vector must have N entries).
+template <std::size_t N>
+avgpool::dims<N> to_dims(const std::vector<avgpool::index_t>& v) {
+    avgpool::dims<N> d{};
+    for (std::size_t i = 0; i < N && i < v.size(); ++i) d[i] = v[i];
+    return d;
+}
+
+/// Field-by-field equality of two attribute sets.
+template <std::size_t R>
+bool same_attrs(const avgpool::pool_attrs<R>& a, const avgpool::pool_attrs<R>& b) {
+    return a.kernel == b.kernel && a.strides == b.strides && a.dilations == b.dilations &&
+           a.pads_begin == b.pads_begin && a.pads_end == b.pads_end && a.auto_pad == b.auto_pad &&
+           a.rounding == b.rounding && a.divisor == b.divisor && a.divisor_override == b.divisor_override &&
+           a.empty_window_nan == b.empty_window_nan;
+}
+
+/// Runs the plan of fixed-rank attributes on a channels-first or channels-last tensor whose
+/// logical shape {N, C, spatial...} has R + 2 entries. Returns the library's status.
+template <class T, std::size_t R>
+avgpool::status run_forward(const std::vector<avgpool::index_t>& shape, const avgpool::pool_attrs<R>& attrs,
+                            avgpool::layout lay, const std::vector<T>& in, std::vector<T>& out,
+                            std::vector<avgpool::index_t>* out_shape = nullptr) {
+    auto plan = avgpool::pooling<R>::create(to_dims<R + 2>(shape), attrs, lay);
     if (!plan) return plan.error_data();
     out.assign(static_cast<std::size_t>(plan->output_size()), T(-12345));
     if (out_shape) out_shape->assign(plan->output_shape().begin(), plan->output_shape().end());
     return plan->forward(in.data(), out.data());
-}
-}  // namespace detail
-
-template <class T>
-avgpool::status run_forward(const std::vector<avgpool::index_t>& shape,
-                            const avgpool::pool_attrs_dynamic& attrs, avgpool::layout lay,
-                            const std::vector<T>& in, std::vector<T>& out,
-                            std::vector<avgpool::index_t>* out_shape) {
-    switch (shape.size()) {
-        case 3: return detail::run_forward_r<1>(shape, attrs, lay, in, out, out_shape);
-        case 4: return detail::run_forward_r<2>(shape, attrs, lay, in, out, out_shape);
-        case 5: return detail::run_forward_r<3>(shape, attrs, lay, in, out, out_shape);
-        case 6: return detail::run_forward_r<4>(shape, attrs, lay, in, out, out_shape);
-        default: {
-            auto r = avgpool::infer_output_shape(shape, attrs);  // reports a rank error
-            if (!r) return r.error_data();
-            avgpool::error_info e{};  // a valid rank this helper does not instantiate
-            e.code = avgpool::errc::unsupported;
-            e.attribute = "test helper rank";
-            return e;
-        }
-    }
 }
 
 }  // namespace avgpool_test

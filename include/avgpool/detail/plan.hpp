@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "../types.hpp"
@@ -38,6 +39,10 @@ struct plan_data {
     // kept 0 under empty_window_nan (0 / 0 = NaN); padded with 1s for whole-vector reads.
     std::vector<float> last_div_f;
     std::vector<double> last_div_d;
+    // The same for backward, where an empty window's 0 is always made 1: its share then lands
+    // only on padding, which is never copied back.
+    std::vector<float> last_bdiv_f;
+    std::vector<double> last_bdiv_d;
 
     // The flattened kernel's divisors, one per output of a plane (R = 2) or of a block of rows
     // (R = 1), empty windows adjusted as above; empty when that kernel does not apply.
@@ -54,6 +59,15 @@ struct plan_data {
     }
 
     template <class T>
+    const T* last_backward_divisor() const noexcept {
+        if constexpr (sizeof(T) == sizeof(float)) {
+            return last_bdiv_f.data();
+        } else {
+            return last_bdiv_d.data();
+        }
+    }
+
+    template <class T>
     const T* last_divisor() const noexcept {
         if constexpr (sizeof(T) == sizeof(float)) {
             return last_div_f.data();
@@ -63,6 +77,13 @@ struct plan_data {
     }
 
     const window* axis(std::size_t a) const noexcept { return windows.data() + offset[a]; }
+
+    // The transposed tables: cover[cover_offset[a] + x] lists, as first = o_lo and count, the
+    // outputs of axis a whose window span reaches input x (each still checked for a tap at x:
+    // dilation leaves holes). The backward reference gathers through them.
+    std::vector<window> cover;
+    std::array<std::size_t, R> cover_offset{};
+    const window* covers(std::size_t a) const noexcept { return cover.data() + cover_offset[a]; }
 
     index_t input_spatial_volume() const noexcept {
         index_t v = 1;
@@ -110,10 +131,29 @@ inline double window_divisor(const plan_data<R>& p, const window* const* w, bool
     return div;
 }
 
+/// Element conversions through double: float and double directly, the 16-bit storage types
+/// through float (their only conversion).
+template <class T>
+inline double to_double(T x) noexcept {
+    if constexpr (std::is_floating_point<T>::value) {
+        return static_cast<double>(x);
+    } else {
+        return static_cast<double>(static_cast<float>(x));
+    }
+}
+template <class T>
+inline T from_double(double v) noexcept {
+    if constexpr (std::is_floating_point<T>::value) {
+        return static_cast<T>(v);
+    } else {
+        return T(static_cast<float>(v));
+    }
+}
+
 /// The value written for a window with no counted tap.
 template <class T>
 inline T empty_window_value(bool nan) noexcept {
-    return nan ? static_cast<T>(std::numeric_limits<float>::quiet_NaN()) : static_cast<T>(0);
+    return from_double<T>(nan ? std::numeric_limits<double>::quiet_NaN() : 0.0);
 }
 
 }  // namespace detail

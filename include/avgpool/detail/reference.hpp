@@ -49,7 +49,7 @@ void reference_pool(const plan_data<R>& p, const T* in, T* out, pool_op op, inde
                     index_t src_off = 0;
                     for (std::size_t a = 0; a < R; ++a)
                         src_off += (w[a]->first + t[a] * dil[a]) * in_st[a + 2];
-                    acc += static_cast<double>(src[src_off]);
+                    acc += to_double(src[src_off]);
                     std::size_t a = R;
                     while (a-- > 0) {
                         if (++t[a] < w[a]->count) break;
@@ -60,12 +60,11 @@ void reference_pool(const plan_data<R>& p, const T* in, T* out, pool_op op, inde
             }
 
             if (op == pool_op::sum) {
-                dst[dst_off] = static_cast<T>(acc);
+                dst[dst_off] = from_double<T>(acc);
             } else {
                 bool empty = false;
                 const double div = window_divisor<R>(p, w, empty);
-                dst[dst_off] = empty ? empty_window_value<T>(p.empty_window_nan)
-                                     : static_cast<T>(acc / div);
+                dst[dst_off] = empty ? empty_window_value<T>(p.empty_window_nan) : from_double<T>(acc / div);
             }
 
             for (std::size_t a = R; a-- > 0;) {
@@ -86,7 +85,7 @@ void reference_divisor(const plan_data<R>& p, T* out) {
         for (std::size_t a = 0; a < R; ++a) w[a] = p.axis(a) + o[a];
         bool empty = false;
         const double div = window_divisor<R>(p, w, empty);
-        out[flat] = static_cast<T>(empty ? 0.0 : div);
+        out[flat] = from_double<T>(empty ? 0.0 : div);
         for (std::size_t a = R; a-- > 0;) {
             if (++o[a] < p.output_shape[a + 2]) break;
             o[a] = 0;

@@ -8,6 +8,7 @@
 #define AVGPOOL_DETAIL_SIMD_HPP
 
 #include <cstddef>
+#include <type_traits>
 
 #include "../config.hpp"
 
@@ -71,84 +72,125 @@ inline void deinterleave2_portable(const vec<T>& a, const vec<T>& b, vec<T>& eve
     odd = vec<T>::load(o);
 }
 
+/// The inverse: even, odd -> the 2 * width values e0 o0 e1 o1 ... as lo, hi. (xsimd's
+/// zip_lo / zip_hi work within 128-bit lanes, hence the ISA-specific code.)
 template <class T>
-inline void deinterleave2(const vec<T>& a, const vec<T>& b, vec<T>& even, vec<T>& odd) noexcept {
-    deinterleave2_portable(a, b, even, odd);
+inline void interleave2_portable(const vec<T>& even, const vec<T>& odd, vec<T>& lo, vec<T>& hi) noexcept {
+    constexpr std::size_t W = vec<T>::width;
+    T e[W], o[W], buf[2 * W];
+    even.store(e);
+    odd.store(o);
+    for (std::size_t i = 0; i < W; ++i) {
+        buf[2 * i] = e[i];
+        buf[2 * i + 1] = o[i];
+    }
+    lo = vec<T>::load(buf);
+    hi = vec<T>::load(buf + W);
 }
 
+// The ISA paths are chosen by the batch's actual width and the macros that provide their
+// intrinsics; inside these templates the branches not taken are never instantiated, so a
+// batch of another width (AVX without AVX2, NEON, ...) just takes the portable path.
+template <class T>
+inline void deinterleave2(const vec<T>& a, const vec<T>& b, vec<T>& even, vec<T>& odd) noexcept {
+    constexpr std::size_t W = vec<T>::width;
+    constexpr bool f = std::is_same<T, float>::value;
+    (void)W;
+    (void)f;
 #if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
-template <>
-inline void deinterleave2<float>(const vec<float>& a, const vec<float>& b, vec<float>& even,
-                                 vec<float>& odd) noexcept {
-    if constexpr (vec<float>::width == 16) {
+    if constexpr (f && W == 16) {
         const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
         const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
         even.v = _mm512_permutex2var_ps(a.v, ie, b.v);
         odd.v = _mm512_permutex2var_ps(a.v, io, b.v);
-    } else {
-        deinterleave2_portable(a, b, even, odd);
-    }
-}
-template <>
-inline void deinterleave2<double>(const vec<double>& a, const vec<double>& b, vec<double>& even,
-                                  vec<double>& odd) noexcept {
-    if constexpr (vec<double>::width == 8) {
+        return;
+    } else if constexpr (!f && W == 8) {
         const __m512i ie = _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14);
         const __m512i io = _mm512_setr_epi64(1, 3, 5, 7, 9, 11, 13, 15);
         even.v = _mm512_permutex2var_pd(a.v, ie, b.v);
         odd.v = _mm512_permutex2var_pd(a.v, io, b.v);
-    } else {
-        deinterleave2_portable(a, b, even, odd);
+        return;
     }
-}
-#elif AVGPOOL_HAS_XSIMD && defined(__AVX2__)
-template <>
-inline void deinterleave2<float>(const vec<float>& a, const vec<float>& b, vec<float>& even,
-                                 vec<float>& odd) noexcept {
-    if constexpr (vec<float>::width == 8) {
+#endif
+#if AVGPOOL_HAS_XSIMD && defined(__AVX2__)
+    if constexpr (f && W == 8) {
         // Within 128-bit lanes, then fix the lane order: [a0 a2 b0 b2 | a4 a6 b4 b6] -> sorted.
         const __m256 e = _mm256_shuffle_ps(a.v, b.v, _MM_SHUFFLE(2, 0, 2, 0));
         const __m256 o = _mm256_shuffle_ps(a.v, b.v, _MM_SHUFFLE(3, 1, 3, 1));
         even.v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
         odd.v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
-    } else {
-        deinterleave2_portable(a, b, even, odd);
-    }
-}
-template <>
-inline void deinterleave2<double>(const vec<double>& a, const vec<double>& b, vec<double>& even,
-                                  vec<double>& odd) noexcept {
-    if constexpr (vec<double>::width == 4) {
+        return;
+    } else if constexpr (!f && W == 4) {
         const __m256d e = _mm256_unpacklo_pd(a.v, b.v);  // a0 b0 a2 b2
         const __m256d o = _mm256_unpackhi_pd(a.v, b.v);  // a1 b1 a3 b3
         even.v = _mm256_permute4x64_pd(e, _MM_SHUFFLE(3, 1, 2, 0));
         odd.v = _mm256_permute4x64_pd(o, _MM_SHUFFLE(3, 1, 2, 0));
-    } else {
-        deinterleave2_portable(a, b, even, odd);
+        return;
     }
-}
-#elif AVGPOOL_HAS_XSIMD && defined(__SSE2__)
-template <>
-inline void deinterleave2<float>(const vec<float>& a, const vec<float>& b, vec<float>& even,
-                                 vec<float>& odd) noexcept {
-    if constexpr (vec<float>::width == 4) {
+#endif
+#if AVGPOOL_HAS_XSIMD && defined(__SSE2__)
+    if constexpr (f && W == 4) {
         even.v = _mm_shuffle_ps(a.v, b.v, _MM_SHUFFLE(2, 0, 2, 0));
         odd.v = _mm_shuffle_ps(a.v, b.v, _MM_SHUFFLE(3, 1, 3, 1));
-    } else {
-        deinterleave2_portable(a, b, even, odd);
-    }
-}
-template <>
-inline void deinterleave2<double>(const vec<double>& a, const vec<double>& b, vec<double>& even,
-                                  vec<double>& odd) noexcept {
-    if constexpr (vec<double>::width == 2) {
+        return;
+    } else if constexpr (!f && W == 2) {
         even.v = _mm_unpacklo_pd(a.v, b.v);
         odd.v = _mm_unpackhi_pd(a.v, b.v);
-    } else {
-        deinterleave2_portable(a, b, even, odd);
+        return;
     }
-}
 #endif
+    deinterleave2_portable(a, b, even, odd);
+}
+
+template <class T>
+inline void interleave2(const vec<T>& even, const vec<T>& odd, vec<T>& lo, vec<T>& hi) noexcept {
+    constexpr std::size_t W = vec<T>::width;
+    constexpr bool f = std::is_same<T, float>::value;
+    (void)W;
+    (void)f;
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+    if constexpr (f && W == 16) {
+        const __m512i il = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const __m512i ih = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        lo.v = _mm512_permutex2var_ps(even.v, il, odd.v);
+        hi.v = _mm512_permutex2var_ps(even.v, ih, odd.v);
+        return;
+    } else if constexpr (!f && W == 8) {
+        const __m512i il = _mm512_setr_epi64(0, 8, 1, 9, 2, 10, 3, 11);
+        const __m512i ih = _mm512_setr_epi64(4, 12, 5, 13, 6, 14, 7, 15);
+        lo.v = _mm512_permutex2var_pd(even.v, il, odd.v);
+        hi.v = _mm512_permutex2var_pd(even.v, ih, odd.v);
+        return;
+    }
+#endif
+#if AVGPOOL_HAS_XSIMD && defined(__AVX__)
+    if constexpr (f && W == 8) {
+        const __m256 u = _mm256_unpacklo_ps(even.v, odd.v);  // e0 o0 e1 o1 | e4 o4 e5 o5
+        const __m256 v = _mm256_unpackhi_ps(even.v, odd.v);  // e2 o2 e3 o3 | e6 o6 e7 o7
+        lo.v = _mm256_permute2f128_ps(u, v, 0x20);
+        hi.v = _mm256_permute2f128_ps(u, v, 0x31);
+        return;
+    } else if constexpr (!f && W == 4) {
+        const __m256d u = _mm256_unpacklo_pd(even.v, odd.v);  // e0 o0 | e2 o2
+        const __m256d v = _mm256_unpackhi_pd(even.v, odd.v);  // e1 o1 | e3 o3
+        lo.v = _mm256_permute2f128_pd(u, v, 0x20);
+        hi.v = _mm256_permute2f128_pd(u, v, 0x31);
+        return;
+    }
+#endif
+#if AVGPOOL_HAS_XSIMD && defined(__SSE2__)
+    if constexpr (f && W == 4) {
+        lo.v = _mm_unpacklo_ps(even.v, odd.v);
+        hi.v = _mm_unpackhi_ps(even.v, odd.v);
+        return;
+    } else if constexpr (!f && W == 2) {
+        lo.v = _mm_unpacklo_pd(even.v, odd.v);
+        hi.v = _mm_unpackhi_pd(even.v, odd.v);
+        return;
+    }
+#endif
+    interleave2_portable(even, odd, lo, hi);
+}
 
 }  // namespace detail
 }  // namespace avgpool
