@@ -37,7 +37,7 @@ def main():
         if b.get("aggregate_name") != "median":
             continue
         impl, rest = b["run_name"].split("/", 1)
-        shape, divisor = rest.rsplit("/", 1)
+        shape, _, divisor = rest.rpartition("/") if "/" in rest else (rest, "", "")
         times[(impl, shape, divisor)] = b["real_time"]
     ctx = data.get("context", {})
     print(f"Machine: {ctx.get('num_cpus')} CPUs at {ctx.get('mhz_per_cpu')} MHz; "
@@ -47,9 +47,9 @@ def main():
     print("|---|---|---|---|---|---|---|")
     logs, fails = [], []
     for (impl, shape, divisor), t in sorted(times.items(), key=lambda kv: (kv[0][1], kv[0][2])):
-        if impl != "avgpool":
+        if impl != "avgpool" or shape not in shapes:
             continue
-        info = shapes.get(shape, {"kvol": 0})
+        info = shapes[shape]
         dnnl = times.get(("onednn", shape, divisor))
         mem = times.get(("memcpy", shape, "exclude"))
         r_dnnl = t / dnnl if dnnl else None
@@ -69,7 +69,39 @@ def main():
     if logs:
         print(f"Geometric mean of time(avgpool) / time(oneDNN) over {len(logs)} rows: "
               f"{math.exp(sum(logs) / len(logs)):.3f}")
-    print(f"Rows missing a bar: {len(fails)}" + (": " + ", ".join(fails) if fails else ""))
+    print(f"Rows missing a bar: {len(fails)} of {len(logs)}")
+
+    # Backward against forward (same shape, exclude-pad), bar <= 1.5.
+    print()
+    print("| shape | backward / forward |")
+    print("|---|---|")
+    ratios = []
+    for (impl, shape, divisor), t in sorted(times.items()):
+        fwd = times.get(("avgpool", shape, divisor))
+        if impl == "backward" and fwd:
+            ratios.append(t / fwd)
+            print(f"| {shape} | {t / fwd:.2f} |")
+    if ratios:
+        ratios.sort()
+        print(f"\nBackward / forward: median {ratios[len(ratios) // 2]:.2f}, "
+              f"{sum(r > 1.5 for r in ratios)} of {len(ratios)} rows above 1.5")
+
+    # Adaptive against the plain pool over the same bytes, bar <= 1.5.
+    print()
+    print("| adaptive shape | adaptive us | plain pool us | ratio |")
+    print("|---|---|---|---|")
+    for (impl, shape, divisor), t in sorted(times.items()):
+        plain = times.get(("adaptive_plain", shape, divisor))
+        if impl == "adaptive" and plain:
+            print(f"| {shape} | {t / 1000:.0f} | {plain / 1000:.0f} | {t / plain:.2f} |")
+
+    # Kernel-size independence, bar <= 1.5.
+    print()
+    for divisor in ("exclude", "include"):
+        k3 = times.get(("avgpool", "kernel_size_k3_c64_112x112", divisor))
+        k7 = times.get(("avgpool", "kernel_size_k7_c64_112x112", divisor))
+        if k3 and k7:
+            print(f"Kernel-size independence ({divisor}): time(k=7) / time(k=3) = {k7 / k3:.2f}")
 
 
 if __name__ == "__main__":
