@@ -6,11 +6,16 @@
 #   find_package(avgpool 99.0 CONFIG) is refused, and check avgpool.pc with pkg-config (if any).
 # AVGPOOL_CONSUMER_MODE=subdirectory:
 #   build and run the consumer with add_subdirectory(<avgpool source>).
+# AVGPOOL_CONSUMER_MODE=single_header:
+#   copy the consumer project into <work>, put the generated single header (and nothing else of
+#   avgpool) into it as third_party/avgpool/avgpool.hpp, build and run it there.
+# Every consumer build makes two programs, main.cpp (exceptions on) and main_noexcept.cpp
+# (-fno-exceptions, errors handled as values), and runs both.
 #
 # Inputs (-D): AVGPOOL_SOURCE_DIR AVGPOOL_CONSUMER_SOURCE_DIR AVGPOOL_WORK_DIR AVGPOOL_CONSUMER_MODE
 #              AVGPOOL_CXX_COMPILER AVGPOOL_GENERATOR, optional AVGPOOL_MAKE_PROGRAM
 #              AVGPOOL_GENERATOR_PLATFORM AVGPOOL_BUILD_TYPE AVGPOOL_CXX_STANDARD AVGPOOL_USE_XSIMD
-#              AVGPOOL_XSIMD_DIR
+#              AVGPOOL_XSIMD_DIR, and AVGPOOL_SINGLE_HEADER_FILE (single_header mode)
 cmake_minimum_required(VERSION 3.14)
 
 foreach(_var IN ITEMS AVGPOOL_SOURCE_DIR AVGPOOL_CONSUMER_SOURCE_DIR AVGPOOL_WORK_DIR
@@ -68,14 +73,19 @@ function(_avgpool_step _what)
     set(_avgpool_last_output "${_out}" PARENT_SCOPE)
 endfunction()
 
-# Configures, builds and runs the consumer project in <work>/<name>.
+# Configures, builds and runs the consumer project (sources in _consumer_src) in <work>/<name>:
+# both programs, with and without exceptions.
+set(_consumer_src "${AVGPOOL_CONSUMER_SOURCE_DIR}")
 function(_avgpool_consumer _name)
     set(_bin "${_work}/${_name}")
     _avgpool_step("configure consumer (${_name})"
-        "${CMAKE_COMMAND}" -S "${AVGPOOL_CONSUMER_SOURCE_DIR}" -B "${_bin}" ${_common} ${ARGN})
+        "${CMAKE_COMMAND}" -S "${_consumer_src}" -B "${_bin}" ${_common} ${ARGN})
     _avgpool_step("build consumer (${_name})"
         "${CMAKE_COMMAND}" --build "${_bin}" --config "${AVGPOOL_BUILD_TYPE}")
     _avgpool_step("run consumer (${_name})" "${_bin}/bin/avgpool_consumer${_exe_suffix}")
+    message(STATUS "${_avgpool_last_output}")
+    _avgpool_step("run consumer without exceptions (${_name})"
+        "${_bin}/bin/avgpool_consumer_noexcept${_exe_suffix}")
     message(STATUS "${_avgpool_last_output}")
 endfunction()
 
@@ -85,6 +95,24 @@ if(AVGPOOL_CONSUMER_MODE STREQUAL "subdirectory")
         "-DAVGPOOL_SOURCE_DIR=${AVGPOOL_SOURCE_DIR}"
         "-DAVGPOOL_USE_XSIMD=${AVGPOOL_USE_XSIMD}")
     message(STATUS "consumer via add_subdirectory: OK")
+    return()
+elseif(AVGPOOL_CONSUMER_MODE STREQUAL "single_header")
+    if(NOT AVGPOOL_SINGLE_HEADER_FILE OR NOT EXISTS "${AVGPOOL_SINGLE_HEADER_FILE}")
+        message(FATAL_ERROR "run_consumer.cmake: the single header '${AVGPOOL_SINGLE_HEADER_FILE}' "
+                            "does not exist (build the avgpool_single_header target first)")
+    endif()
+    # A project of its own, outside the avgpool tree: the consumer's sources plus one header.
+    set(_consumer_src "${_work}/consumer-single-header-src")
+    file(MAKE_DIRECTORY "${_consumer_src}/third_party/avgpool")
+    foreach(_f IN ITEMS CMakeLists.txt main.cpp main_noexcept.cpp)
+        configure_file("${AVGPOOL_CONSUMER_SOURCE_DIR}/${_f}" "${_consumer_src}/${_f}" COPYONLY)
+    endforeach()
+    configure_file("${AVGPOOL_SINGLE_HEADER_FILE}"
+                   "${_consumer_src}/third_party/avgpool/avgpool.hpp" COPYONLY)
+    _avgpool_consumer(consumer-single-header
+        "-DAVGPOOL_CONSUMER_MODE=single_header"
+        "-DAVGPOOL_USE_XSIMD=${AVGPOOL_USE_XSIMD}")
+    message(STATUS "consumer via the single header: OK")
     return()
 elseif(NOT AVGPOOL_CONSUMER_MODE STREQUAL "package")
     message(FATAL_ERROR "run_consumer.cmake: unknown AVGPOOL_CONSUMER_MODE '${AVGPOOL_CONSUMER_MODE}'")
