@@ -111,6 +111,7 @@ string(APPEND _result
 set(_seen "")     # headers inlined unconditionally (absolute paths)
 set(_inlined "")  # every header inlined at all, for the summary
 set(_stack "")    # headers being inlined right now (include cycles)
+set(_dash_run "------------------------------------------------------------------------------")
 
 # Appends the text of <_path> (absolute) to _result, recursively inlining quoted includes.
 # <_cond> is TRUE when the include that led here sits inside a conditional block.
@@ -126,11 +127,12 @@ function(_avgpool_inline _path _cond)
     get_filename_component(_dir "${_path}" DIRECTORY)
     _avgpool_read_lines("${_path}" _lines)
 
+    # "// ---- begin <rel> ---...": padded to 80 columns (string(REPEAT) needs CMake 3.15).
     string(APPEND _result "\n// ---- begin ${_rel} ")
     string(LENGTH "${_rel}" _len)
-    math(EXPR _dashes "80 - 20 - ${_len}")
+    math(EXPR _dashes "80 - 15 - ${_len}")
     if(_dashes GREATER 0)
-        string(REPEAT "-" ${_dashes} _pad)
+        string(SUBSTRING "${_dash_run}" 0 ${_dashes} _pad)
         string(APPEND _result "${_pad}")
     endif()
     string(APPEND _result "\n")
