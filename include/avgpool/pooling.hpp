@@ -12,6 +12,7 @@
 
 #include "detail/backward.hpp"
 #include "detail/kernel_cf.hpp"
+#include "detail/kernel_cl.hpp"
 #include "detail/kernel_flat.hpp"
 #include "detail/plan.hpp"
 #include "detail/reference.hpp"
@@ -369,6 +370,12 @@ private:
         if (out == nullptr) return detail::null_pointer_error("out");
         const index_t items = d_.input_shape[0] * d_.input_shape[1];
         if constexpr (std::is_floating_point<T>::value) {  // SIMD kernels: float and double
+            if (d_.memory_layout == layout::channels_last && detail::cl_applicable<T, R>(d_)) {
+                // Items are output rows, so that N = 1 still splits across threads.
+                const detail::cl_kernel<T, R> kernel(d_, op);
+                exec(kernel.items(), [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
+                return status{};
+            }
             if (detail::flat_applicable<T, R>(d_)) {
                 const detail::flat_kernel<T, R> kernel(d_, op);
                 exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });

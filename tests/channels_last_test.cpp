@@ -1,0 +1,354 @@
+// The fast channels-last kernel (N[D]HWC) against the reference kernel (the oracle), within the
+// accuracy bound of DESIGN.md section 3, on randomized geometries: ranks 1-3, channel counts
+// around the vector widths (1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33) and wide enough for channel
+// blocks, odd widths, strides 1-5, kernels 1-13, dilations, every pad, rounding and divisor
+// mode, divisor_override, empty windows, adaptive plans, the sum op, float and double. Also a
+// hand-computed NHWC case, the dispatch from forward(), and executor independence.
+#include <gtest/gtest.h>
+
+#include <avgpool/avgpool.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using avgpool::index_t;
+using avgpool::detail::pool_op;
+
+template <class T>
+constexpr double eps() {
+    return sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
+}
+
+constexpr index_t channel_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33};
+
+template <class T>
+std::vector<T> random_input(std::size_t n, std::mt19937_64& gen) {
+    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    std::vector<T> in(n);
+    for (T& x : in) x = static_cast<T>(dist(gen));
+    return in;
+}
+
+// Runs the channels-last kernel and the reference through the plan's own data and compares
+// every output, for both ops. Returns false when the kernel does not cover the plan.
+template <class T, std::size_t R>
+bool compare_plan(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std::string& trace) {
+    SCOPED_TRACE(trace);
+    const auto& d = avgpool::detail::plan_access::data(plan);
+    EXPECT_EQ(d.memory_layout, avgpool::layout::channels_last);
+    if (!avgpool::detail::cl_applicable<T, R>(d)) return false;
+    const std::vector<T> in = random_input<T>(static_cast<std::size_t>(plan.input_size()), gen);
+    std::vector<T> absin(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) absin[i] = std::fabs(in[i]);
+    const std::size_t n = static_cast<std::size_t>(plan.output_size());
+    const index_t planes = plan.input_shape()[0] * plan.input_shape()[1];
+    double ksum = 0;
+    for (std::size_t ax = 0; ax < R; ++ax) ksum += static_cast<double>(plan.geometry().kernel[ax]);
+    for (auto op : {pool_op::average, pool_op::sum}) {
+        std::vector<T> fast(n, T(1e30)), ref(n), ref_abs(n);
+        const avgpool::detail::cl_kernel<T, R> kernel(d, op);
+        kernel.run(in.data(), fast.data(), 0, kernel.items());
+        avgpool::detail::reference_pool<T, R>(d, in.data(), ref.data(), op, 0, planes);
+        // The same window statistic of |x| (sum over the taps, divided like the output).
+        avgpool::detail::reference_pool<T, R>(d, absin.data(), ref_abs.data(), op, 0, planes);
+        for (std::size_t i = 0; i < n; ++i) {
+            if (std::isnan(ref[i])) {
+                EXPECT_TRUE(std::isnan(fast[i])) << "output " << i;
+                if (!std::isnan(fast[i])) return true;
+                continue;
+            }
+            const double bound = 4 * ksum * eps<T>() * static_cast<double>(ref_abs[i]) * (1 + 1e-6) +
+                                 std::numeric_limits<T>::denorm_min();
+            const double err = std::fabs(static_cast<double>(fast[i]) - static_cast<double>(ref[i]));
+            EXPECT_LE(err, bound) << "output " << i << ": fast " << fast[i] << " reference " << ref[i]
+                                  << (op == pool_op::sum ? " (sum)" : " (average)");
+            if (!(err <= bound)) return true;
+        }
+    }
+    return true;
+}
+
+template <std::size_t R>
+avgpool::pool_attrs<R> random_attrs(std::mt19937_64& gen, const avgpool::dims<R>& spatial) {
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    avgpool::pool_attrs<R> a;
+    for (std::size_t ax = 0; ax < R; ++ax) {
+        a.kernel[ax] = pick(1, std::min<index_t>(13, spatial[ax] + 2));
+        a.strides[ax] = pick(1, 5);
+        a.dilations[ax] = pick(0, 3) == 0 ? pick(2, 3) : 1;
+        a.pads_begin[ax] = pick(0, a.kernel[ax]);
+        a.pads_end[ax] = pick(0, a.kernel[ax] + 1);
+    }
+    a.auto_pad = static_cast<avgpool::pad_type>(pick(0, 3));
+    a.rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
+    a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
+    a.divisor_override = pick(0, 5) == 0 ? pick(1, 30) : 0;
+    a.empty_window_nan = pick(0, 1) == 1;
+    return a;
+}
+
+template <std::size_t R>
+std::string describe(const avgpool::dims<R + 2>& s, const avgpool::pool_attrs<R>& a, std::uint64_t seed) {
+    std::string t = "seed " + std::to_string(seed) + " shape";
+    for (index_t v : s) t += " " + std::to_string(v);
+    auto list = [&](const char* name, const avgpool::dims<R>& d) {
+        t += std::string(" ") + name;
+        for (index_t v : d) t += " " + std::to_string(v);
+    };
+    list("k", a.kernel);
+    list("s", a.strides);
+    list("d", a.dilations);
+    list("pb", a.pads_begin);
+    list("pe", a.pads_end);
+    t += " pad " + std::to_string(static_cast<int>(a.auto_pad)) + " round " +
+         std::to_string(static_cast<int>(a.rounding)) + " div " + std::to_string(static_cast<int>(a.divisor)) +
+         " override " + std::to_string(a.divisor_override) + " nan " + std::to_string(a.empty_window_nan);
+    return t;
+}
+
+// Random geometries; C cycles through channel_counts, plus a few wide ones (channel blocks).
+template <class T, std::size_t R>
+void random_suite(int cases, index_t max_extent, index_t max_last, index_t max_wide_c) {
+    int ran = 0, valid = 0;
+    for (int c = 0; c < cases; ++c) {
+        const std::uint64_t seed = 3000 * R + static_cast<std::uint64_t>(c) + (sizeof(T) == 4 ? 0 : 700000);
+        std::mt19937_64 gen(seed);
+        auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+        avgpool::dims<R + 2> shape{};
+        shape[0] = pick(1, 2);
+        shape[1] = c % 8 == 7 ? pick(34, max_wide_c) : channel_counts[static_cast<std::size_t>(c) % 11];
+        avgpool::dims<R> spatial{};
+        for (std::size_t ax = 0; ax < R; ++ax) spatial[ax] = pick(1, ax + 1 == R ? max_last : max_extent);
+        for (std::size_t ax = 0; ax < R; ++ax) shape[ax + 2] = spatial[ax];
+        const auto a = random_attrs<R>(gen, spatial);
+        auto plan = avgpool::pooling<R>::create(shape, a, avgpool::layout::channels_last);
+        if (!plan) continue;  // geometry rejected: covered elsewhere
+        ++valid;
+        if (compare_plan<T, R>(*plan, gen, describe<R>(shape, a, seed))) ++ran;
+        if (::testing::Test::HasFailure()) return;
+    }
+    EXPECT_GT(ran, valid * 9 / 10) << "the kernel should cover almost every random geometry";
+}
+
+TEST(ChannelsLast, Rank1MatchesReference) {
+    random_suite<float, 1>(500, 0, 300, 600);
+    random_suite<double, 1>(200, 0, 300, 600);
+}
+TEST(ChannelsLast, Rank2MatchesReference) {
+    random_suite<float, 2>(400, 20, 70, 300);
+    random_suite<double, 2>(150, 20, 70, 300);
+}
+TEST(ChannelsLast, Rank3MatchesReference) {
+    random_suite<float, 3>(200, 9, 20, 100);
+    random_suite<double, 3>(80, 9, 20, 100);
+}
+
+// Adaptive plans: windows of varying start and length (overlapping when O > X).
+template <class T, std::size_t R>
+void adaptive_suite(int cases) {
+    for (int c = 0; c < cases; ++c) {
+        const std::uint64_t seed = 91000 + 100 * R + static_cast<std::uint64_t>(c) + (sizeof(T) == 4 ? 0 : 5000);
+        std::mt19937_64 gen(seed);
+        auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+        avgpool::dims<R + 2> shape{};
+        shape[0] = pick(1, 2);
+        shape[1] = c % 5 == 4 ? pick(34, 200) : channel_counts[static_cast<std::size_t>(c) % 11];
+        avgpool::dims<R> out{};
+        for (std::size_t ax = 0; ax < R; ++ax) {
+            shape[ax + 2] = pick(1, ax + 1 == R ? 80 : 15);
+            out[ax] = pick(1, shape[ax + 2] + 4);
+        }
+        auto plan = avgpool::pooling<R>::create_adaptive(shape, out, avgpool::layout::channels_last);
+        ASSERT_TRUE(plan.ok());
+        std::string t = "adaptive seed " + std::to_string(seed);
+        EXPECT_TRUE((compare_plan<T, R>(*plan, gen, t))) << t << ": expected the channels-last kernel";
+        if (::testing::Test::HasFailure()) return;
+    }
+}
+
+TEST(ChannelsLast, AdaptiveMatchesReference) {
+    adaptive_suite<float, 1>(60);
+    adaptive_suite<float, 2>(80);
+    adaptive_suite<double, 2>(30);
+    adaptive_suite<float, 3>(40);
+}
+
+// Global pooling and wide rows: the many-rows vertical pass, channel blocks, column tiles.
+TEST(ChannelsLast, GlobalAndWideShapes) {
+    std::mt19937_64 gen(5);
+    auto global2 = [&](index_t C, index_t H, index_t W) {
+        avgpool::pool_attrs<2> a;
+        a.kernel = {H, W};
+        auto plan = avgpool::pooling<2>::create({2, C, H, W}, a, avgpool::layout::channels_last);
+        ASSERT_TRUE(plan.ok());
+        const std::string t = "global C " + std::to_string(C) + " " + std::to_string(H) + "x" + std::to_string(W);
+        EXPECT_TRUE((compare_plan<float, 2>(*plan, gen, t))) << t;
+        EXPECT_TRUE((compare_plan<double, 2>(*plan, gen, t))) << t;
+    };
+    global2(3, 56, 57);
+    global2(32, 112, 112);
+    global2(96, 56, 56);
+    global2(1000, 13, 13);
+    global2(2048, 7, 7);
+    global2(5, 7, 11);
+    avgpool::pool_attrs<3> b;
+    b.kernel = {32, 7, 7};
+    auto p3 = avgpool::pooling<3>::create({1, 19, 32, 7, 7}, b, avgpool::layout::channels_last);
+    ASSERT_TRUE(p3.ok());
+    EXPECT_TRUE((compare_plan<float, 3>(*p3, gen, "global 3d")));
+    // Wide rows with many channels: several tiles of columns per row.
+    for (index_t s = 1; s <= 5; ++s) {
+        for (index_t k : {1, 2, 3, 7, 13}) {
+            avgpool::pool_attrs<2> a;
+            a.kernel = {2, k};
+            a.strides = {1, s};
+            a.pads_begin = {0, k / 2};
+            a.pads_end = {1, k / 2};
+            a.rounding = avgpool::rounding_type::ceil;
+            a.divisor = avgpool::divisor_type::include_pad;
+            for (index_t C : {3, 40, 300}) {
+                auto plan = avgpool::pooling<2>::create({1, C, 3, 400 + 7 * s + k}, a, avgpool::layout::channels_last);
+                ASSERT_TRUE(plan.ok());
+                const std::string t = "wide s " + std::to_string(s) + " k " + std::to_string(k) + " C " + std::to_string(C);
+                EXPECT_TRUE((compare_plan<float, 2>(*plan, gen, t))) << t;
+                a.dilations = {1, 2};
+                auto dil = avgpool::pooling<2>::create({1, C, 3, 400 + 7 * s + k}, a, avgpool::layout::channels_last);
+                ASSERT_TRUE(dil.ok());
+                EXPECT_TRUE((compare_plan<double, 2>(*dil, gen, t + " dilated"))) << t;
+                a.dilations = {1, 1};
+            }
+        }
+    }
+}
+
+// The mean of many ones is exactly 1, through forward().
+TEST(ChannelsLast, MeanOfOnesIsExact) {
+    avgpool::pool_attrs<2> a;
+    a.kernel = {300, 301};
+    auto plan = avgpool::pooling<2>::create({1, 3, 300, 301}, a, avgpool::layout::channels_last);
+    ASSERT_TRUE(plan.ok());
+    ASSERT_TRUE((avgpool::detail::cl_applicable<float, 2>(avgpool::detail::plan_access::data(*plan))));
+    std::vector<float> in(static_cast<std::size_t>(plan->input_size()), 1.0f), out(3, 0.0f);
+    plan->forward(in.data(), out.data());
+    for (float v : out) EXPECT_EQ(v, 1.0f);
+}
+
+// A hand-computed NHWC case: N = 1, H = W = 3, C = 2, x(h, w, c) = 10 h + w + 100 c, kernel
+// 2x2, stride 1, pads 1 at the end, exclude-pad; then include-pad with a divisor override.
+TEST(ChannelsLast, HandComputedNHWC) {
+    std::vector<float> in;
+    for (int h = 0; h < 3; ++h)
+        for (int w = 0; w < 3; ++w)
+            for (int c = 0; c < 2; ++c) in.push_back(static_cast<float>(10 * h + w + 100 * c));
+    avgpool::pool_attrs<2> a;
+    a.kernel = {2, 2};
+    a.pads_end = {1, 1};
+    auto plan = avgpool::pooling<2>::create({1, 2, 3, 3}, a, avgpool::layout::channels_last);
+    ASSERT_TRUE(plan.ok());
+    ASSERT_TRUE((avgpool::detail::cl_applicable<float, 2>(avgpool::detail::plan_access::data(*plan))));
+    std::vector<float> out(static_cast<std::size_t>(plan->output_size()));
+    ASSERT_EQ(out.size(), 18u);
+    plan->forward(in.data(), out.data());
+    // Channel 0, output (oh, ow): mean of x over the valid taps of rows oh..oh+1, cols ow..ow+1.
+    const float c0[3][3] = {{5.5f, 6.5f, 7.0f}, {15.5f, 16.5f, 17.0f}, {20.5f, 21.5f, 22.0f}};
+    for (int oh = 0; oh < 3; ++oh)
+        for (int ow = 0; ow < 3; ++ow) {
+            EXPECT_EQ(out[static_cast<std::size_t>((oh * 3 + ow) * 2)], c0[oh][ow]) << oh << "," << ow;
+            EXPECT_EQ(out[static_cast<std::size_t>((oh * 3 + ow) * 2 + 1)], c0[oh][ow] + 100.0f) << oh << "," << ow;
+        }
+    std::vector<float> sums(out.size());
+    plan->sum(in.data(), sums.data());
+    EXPECT_EQ(sums[0], 22.0f);          // 0 + 1 + 10 + 11
+    EXPECT_EQ(sums[1], 422.0f);         // + 4 * 100
+    EXPECT_EQ(sums[17], 122.0f);        // (2, 2), channel 1: one tap, 122
+    a.divisor_override = 4;
+    auto ov = avgpool::pooling<2>::create({1, 2, 3, 3}, a, avgpool::layout::channels_last);
+    ASSERT_TRUE(ov.ok());
+    ov->forward(in.data(), out.data());
+    EXPECT_EQ(out[16], 22.0f / 4.0f);   // (2, 2), channel 0: 22 / 4
+    EXPECT_EQ(out[17], 122.0f / 4.0f);
+}
+
+// forward() dispatches channels-last plans to the kernel: its result is the kernel's, bit for
+// bit, and an empty-window NaN survives.
+TEST(ChannelsLast, ForwardUsesKernel) {
+    std::mt19937_64 gen(17);
+    avgpool::pool_attrs<2> a;
+    a.kernel = {3, 3};
+    a.strides = {2, 2};
+    a.pads_begin = {1, 1};
+    a.pads_end = {1, 1};
+    auto plan = avgpool::pooling<2>::create({2, 17, 15, 14}, a, avgpool::layout::channels_last);
+    ASSERT_TRUE(plan.ok());
+    const auto& d = avgpool::detail::plan_access::data(*plan);
+    ASSERT_TRUE((avgpool::detail::cl_applicable<float, 2>(d)));
+    const std::vector<float> in = random_input<float>(static_cast<std::size_t>(plan->input_size()), gen);
+    std::vector<float> viaplan(static_cast<std::size_t>(plan->output_size())), direct(viaplan.size());
+    plan->forward(in.data(), viaplan.data());
+    const avgpool::detail::cl_kernel<float, 2> kernel(d, pool_op::average);
+    kernel.run(in.data(), direct.data(), 0, kernel.items());
+    EXPECT_EQ(0, std::memcmp(viaplan.data(), direct.data(), viaplan.size() * sizeof(float)));
+
+    avgpool::pool_attrs<1> e;  // exclude-pad window wholly in padding: NaN under nGraph rules
+    e.kernel = {2};
+    e.pads_begin = {3};
+    e.empty_window_nan = true;
+    auto nan_plan = avgpool::pooling<1>::create({1, 5, 4}, e, avgpool::layout::channels_last);
+    ASSERT_TRUE(nan_plan.ok());
+    std::vector<float> x(20, 1.0f), y(static_cast<std::size_t>(nan_plan->output_size()));
+    nan_plan->forward(x.data(), y.data());
+    for (index_t c = 0; c < 5; ++c) {
+        EXPECT_TRUE(std::isnan(y[static_cast<std::size_t>(c)]));       // window [-3, -2)
+        EXPECT_EQ(y[static_cast<std::size_t>(2 * 5 + c)], 1.0f);       // window [-1, 1)
+    }
+}
+
+// Results do not depend on the executor: a thread pool and a callable cutting the work into
+// uneven pieces give the sequential result bit for bit (N = 1: rows are split).
+template <class T, std::size_t R>
+void executor_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a, avgpool::thread_pool& pool) {
+    std::mt19937_64 gen(23);
+    auto plan = avgpool::pooling<R>::create(shape, a, avgpool::layout::channels_last);
+    ASSERT_TRUE(plan.ok());
+    ASSERT_TRUE((avgpool::detail::cl_applicable<T, R>(avgpool::detail::plan_access::data(*plan))));
+    const std::vector<T> in = random_input<T>(static_cast<std::size_t>(plan->input_size()), gen);
+    const std::size_t n = static_cast<std::size_t>(plan->output_size());
+    std::vector<T> seq(n), par(n, T(-1)), split(n, T(-1));
+    plan->forward(in.data(), seq.data());
+    plan->forward(in.data(), par.data(), pool);
+    index_t calls = 0;
+    auto uneven = [&calls](index_t count, auto&& fn) {
+        for (index_t b = 0, step = 1; b < count; b += step, step = step % 3 + 1) {
+            fn(b, std::min(count, b + step));
+            ++calls;
+        }
+    };
+    plan->forward(in.data(), split.data(), uneven);
+    EXPECT_GT(calls, 1);
+    EXPECT_EQ(0, std::memcmp(seq.data(), par.data(), n * sizeof(T)));
+    EXPECT_EQ(0, std::memcmp(seq.data(), split.data(), n * sizeof(T)));
+}
+
+TEST(ChannelsLast, ExecutorsGiveIdenticalResults) {
+    avgpool::thread_pool pool(3);
+    avgpool::pool_attrs<2> a;
+    a.kernel = {3, 3};
+    a.pads_begin = a.pads_end = {1, 1};
+    executor_case<float, 2>({1, 33, 13, 11}, a, pool);
+    executor_case<double, 2>({1, 3, 13, 11}, a, pool);
+    avgpool::pool_attrs<3> b;
+    b.kernel = {2, 3, 3};
+    b.strides = {2, 2, 2};
+    executor_case<float, 3>({2, 9, 7, 9, 11}, b, pool);
+    avgpool::pool_attrs<1> c;
+    c.kernel = {5};
+    executor_case<float, 1>({5, 7, 40}, c, pool);
+}
+
+}  // namespace
