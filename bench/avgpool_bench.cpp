@@ -1,6 +1,7 @@
-// Average pooling benchmarks over ../shared/bench/shapes.txt (N = 1, channels-first, f32, one
-// thread): avgpool, a memcpy of the same input + output bytes, and oneDNN when it was found, all
-// in this process. Counters: bytes_per_second of input + output; compare times across the rows
+// Average pooling benchmarks over ../shared/bench/shapes.txt (N = 1, f32, one thread): avgpool,
+// a memcpy of the same input + output bytes, and oneDNN when it was found, all in this process;
+// channels-first rows (avgpool/, onednn/) and, for the average and global shapes,
+// channels-last rows (avgpool_cl/, onednn_cl/: N[D]HWC, oneDNN's nwc / nhwc / ndhwc). Counters: bytes_per_second of input + output; compare times across the rows
 // of one shape (avgpool / memcpy, avgpool / oneDNN).
 //
 //   build/release/bench/avgpool_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
@@ -14,6 +15,10 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#if defined(__linux__)
+#include <unistd.h>
+#endif
 
 #if AVGPOOL_BENCH_HAVE_DNNL
 #include <dnnl.hpp>
@@ -55,11 +60,14 @@ template <std::size_t R>
 struct problem {
     avgpool::dims<R + 2> in_shape{};
     avgpool::pool_attrs<R> attrs;
+    avgpool::layout lay = avgpool::layout::channels_first;
 };
 
 template <std::size_t R>
-problem<R> make_problem(const shape& sh, avgpool::divisor_type div) {
+problem<R> make_problem(const shape& sh, avgpool::divisor_type div,
+                        avgpool::layout lay = avgpool::layout::channels_first) {
     problem<R> p;
+    p.lay = lay;
     p.in_shape[0] = 1;
     p.in_shape[1] = sh.C;
     for (std::size_t i = 0; i < R; ++i) {
@@ -76,7 +84,7 @@ problem<R> make_problem(const shape& sh, avgpool::divisor_type div) {
 
 template <std::size_t R>
 void bench_avgpool(benchmark::State& state, problem<R> p) {
-    auto plan = avgpool::pooling<R>::create(p.in_shape, p.attrs);
+    auto plan = avgpool::pooling<R>::create(p.in_shape, p.attrs, p.lay);
     if (!plan) {
         state.SkipWithError(plan.error().message().c_str());
         return;
@@ -155,9 +163,10 @@ void bench_onednn(benchmark::State& state, problem<R> p, bool include_padding) {
     }
     engine eng(engine::kind::cpu, 0);
     stream strm(eng);
-    const memory::format_tag tag = R == 1 ? memory::format_tag::ncw
-                                   : R == 2 ? memory::format_tag::nchw
-                                            : memory::format_tag::ncdhw;
+    const bool last = p.lay == avgpool::layout::channels_last;
+    const memory::format_tag tag = R == 1 ? (last ? memory::format_tag::nwc : memory::format_tag::ncw)
+                                   : R == 2 ? (last ? memory::format_tag::nhwc : memory::format_tag::nchw)
+                                            : (last ? memory::format_tag::ndhwc : memory::format_tag::ncdhw);
     const memory::dims src_dims(p.in_shape.begin(), p.in_shape.end());
     const memory::dims dst_dims(plan->output_shape().begin(), plan->output_shape().end());
     memory::desc src_md(src_dims, memory::data_type::f32, tag);
@@ -202,11 +211,34 @@ void register_shape(const shape& sh) {
     }
 }
 
+// The same problems in channels-last memory (the memcpy rows above copy the same bytes).
+template <std::size_t R>
+void register_shape_cl(const shape& sh) {
+    for (bool include : {false, true}) {
+        const problem<R> p = make_problem<R>(sh, include ? avgpool::divisor_type::full_kernel
+                                                         : avgpool::divisor_type::exclude_pad,
+                                             avgpool::layout::channels_last);
+        const std::string tag = sh.name + (include ? "/include" : "/exclude");
+        benchmark::RegisterBenchmark(("avgpool_cl/" + tag).c_str(), bench_avgpool<R>, p);
+#if AVGPOOL_BENCH_HAVE_DNNL
+        benchmark::RegisterBenchmark(("onednn_cl/" + tag).c_str(), bench_onednn<R>, p, include);
+#endif
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-    // One thread for every contender: oneDNN's OpenMP reads this at its first parallel region.
-    setenv("OMP_NUM_THREADS", "1", 1);
+    // One thread for every contender. libgomp reads OMP_NUM_THREADS when it is loaded, before
+    // main, so setting it here is too late: re-run this program with it set (without this,
+    // oneDNN ran on every core of a shared machine and its times were 10-1000x too slow).
+    const char* omp = std::getenv("OMP_NUM_THREADS");
+    if (omp == nullptr || std::strcmp(omp, "1") != 0) {
+        setenv("OMP_NUM_THREADS", "1", 1);
+#if defined(__linux__)
+        execv("/proc/self/exe", argv);  // returns only on failure: then run as we are
+#endif
+    }
     const char* path = std::getenv("AVGPOOL_BENCH_SHAPES");
     if (path == nullptr) path = AVGPOOL_BENCH_SHAPES;
     const std::vector<shape> shapes = read_shapes(path);
@@ -227,9 +259,9 @@ int main(int argc, char** argv) {
             continue;
         }
         switch (sh.nd) {
-            case 1: register_shape<1>(sh); break;
-            case 2: register_shape<2>(sh); break;
-            default: register_shape<3>(sh); break;
+            case 1: register_shape<1>(sh), register_shape_cl<1>(sh); break;
+            case 2: register_shape<2>(sh), register_shape_cl<2>(sh); break;
+            default: register_shape<3>(sh), register_shape_cl<3>(sh); break;
         }
     }
     // Kernel-size independence: 1x64x112x112, stride 1, same padding, k = 3 and k = 7.

@@ -27,6 +27,47 @@ def read_shapes(path):
     return shapes
 
 
+def channels_last_table(times, shapes):
+    """Channels-last rows (avgpool_cl against onednn_cl, N[D]HWC) and their bar: on every row
+    time(avgpool) <= max(1.0 x oneDNN, 1.2 x memcpy of in + out), and a geometric mean of
+    time(avgpool) / time(oneDNN) <= 0.7 for each divisor type."""
+    rows = sorted((k for k in times if k[0] == "avgpool_cl" and k[1] in shapes), key=lambda k: (k[1], k[2]))
+    if not rows:
+        return
+    print()
+    print("Channels-last (N[D]HWC):")
+    print()
+    print("| shape | divisor | kernel volume | avgpool_cl us | / oneDNN cl | / memcpy | bar |")
+    print("|---|---|---|---|---|---|---|")
+    logs = {}
+    fails = []
+    fmt = lambda r: f"{r:.2f}" if r is not None else "-"
+    for key in rows:
+        _, shape, divisor = key
+        t = times[key]
+        dnnl = times.get(("onednn_cl", shape, divisor))
+        mem = times.get(("memcpy", shape, "exclude"))
+        r_dnnl = t / dnnl if dnnl else None
+        r_mem = t / mem if mem else None
+        ok = None
+        if dnnl and mem:
+            ok = t <= max(1.0 * dnnl, 1.2 * mem)
+            logs.setdefault(divisor, []).append(math.log(r_dnnl))
+            if not ok:
+                fails.append(f"{shape}/{divisor}")
+        status = "-" if ok is None else ("ok" if ok else "MISS")
+        print(f"| {shape} | {divisor} | {shapes[shape]['kvol']} | {t / 1000:.1f} | {fmt(r_dnnl)} | "
+              f"{fmt(r_mem)} | {status} |")
+    print()
+    for divisor, l in sorted(logs.items()):
+        g = math.exp(sum(l) / len(l))
+        print(f"Channels-last geometric mean of time(avgpool_cl) / time(oneDNN cl), {divisor}: {g:.3f} over "
+              f"{len(l)} rows (bar <= 0.7: {'ok' if g <= 0.7 else 'MISS'})")
+    n = sum(len(l) for l in logs.values())
+    print(f"Channels-last rows missing the per-shape bar: {len(fails)} of {n}" +
+          (": " + ", ".join(fails) if fails else ""))
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -70,6 +111,8 @@ def main():
         print(f"Geometric mean of time(avgpool) / time(oneDNN) over {len(logs)} rows: "
               f"{math.exp(sum(logs) / len(logs)):.3f}")
     print(f"Rows missing a bar: {len(fails)} of {len(logs)}")
+
+    channels_last_table(times, shapes)
 
     # Backward against forward (same shape, exclude-pad), bar <= 1.5.
     print()

@@ -22,6 +22,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <limits>
 
 #include "kernel_cf.hpp"
 #include "plan.hpp"
@@ -158,6 +159,8 @@ public:
         blocks_ = cb_ == C_ ? 1 : (C_ + cb_ - 1) / cb_;
         last_ = p.axis(R - 1);
         last_div_ = p.template last_divisor<T>();
+        pb_ = g.pads_begin[R - 1];
+        fused_ = pick_fused();
     }
 
     /// Output rows of the whole batch: the executor's work items.
@@ -209,7 +212,25 @@ private:
         bool fixed;
         T value;
         const T* last;
-        V at(index_t ow) const noexcept { return V::splat(fixed ? value : value * last[ow]); }
+        T scalar(index_t ow) const noexcept { return fixed ? value : value * last[ow]; }
+        V at(index_t ow) const noexcept { return V::splat(scalar(ow)); }
+    };
+
+    // a / d, correctly rounded up to a last-bit tie: with FMA, a multiply by the reciprocal r
+    // then one exact-residual correction (q + (a - q d) r), which costs less than a vector
+    // division and returns exact quotients exactly (the mean of ones is 1); else a division.
+    struct quotient_by {
+        V d, r;
+        explicit quotient_by(T div) noexcept
+            : d(V::splat(div)), r(V::splat(div != T(0) ? T(1) / div : std::numeric_limits<T>::infinity())) {}
+        V operator()(V a) const noexcept {
+#if AVGPOOL_HAS_XSIMD && defined(__FMA__)
+            const V q{a.v * r.v};
+            return V{xsimd::fma(xsimd::fnma(q.v, d.v, a.v), r.v, q.v)};
+#else
+            return a / d;
+#endif
+        }
     };
 
     // One output row: channel blocks, each through tiles of output columns.
@@ -225,6 +246,10 @@ private:
                               static_cast<T>(override_div ? static_cast<double>(p_.divisor_override) : outer),
                               last_div_};
         const index_t nrows = n0 * n1;
+        if (fused_ != nullptr && nrows >= 1 && nrows <= cl_register_rows) {
+            (this->*fused_)(rows, n0, n1, dst, average, div);
+            return;
+        }
         // One input row and whole vectors only: read it in place.
         const bool direct = nrows == 1 && (cb_ < C_ || C_ % L == 0);
         const index_t cols_cap = cap / cb_;
@@ -262,6 +287,83 @@ private:
                 hpass(b.buf, cb_, lo, o0, o1, c0, dst, average, div);
                 o0 = o1;
             }
+        }
+    }
+
+    using fused_fn = void (cl_kernel::*)(const T* const*, index_t, index_t, T*, bool, const row_divisor&) const;
+
+    // The fused path: small kernels (K <= 5) at stride 1 or 2 with dilation 1, whole vectors
+    // of channels. No buffer: the vertical sums of the window's columns are kept in registers
+    // and slid along the row (stride 1 reuses K - 1 of them per output, stride 2 K - 2).
+    // Window ow covers columns ow * S - pb + t, t < K; those outside the input count as zero
+    // columns, which is exactly the table's clipped window (first, count).
+    fused_fn pick_fused() const noexcept {
+        const pool_geometry<R>& g = p_.geometry;
+        if (p_.adaptive || d_ != 1 || C_ % L != 0) return nullptr;
+        const index_t k = g.kernel[R - 1], s = g.strides[R - 1];
+        if (s != 1 && s != 2) return nullptr;
+        const bool two = s == 2;
+        switch (k) {
+            case 1: return two ? &cl_kernel::fused<1, 2> : &cl_kernel::fused<1, 1>;
+            case 2: return two ? &cl_kernel::fused<2, 2> : &cl_kernel::fused<2, 1>;
+            case 3: return two ? &cl_kernel::fused<3, 2> : &cl_kernel::fused<3, 1>;
+            case 4: return two ? &cl_kernel::fused<4, 2> : &cl_kernel::fused<4, 1>;
+            case 5: return two ? &cl_kernel::fused<5, 2> : &cl_kernel::fused<5, 1>;
+            default: return nullptr;
+        }
+    }
+
+    template <int K, int S>
+    void fused(const T* const* rows, index_t n0, index_t n1, T* dst, bool average, const row_divisor& div) const {
+        constexpr index_t G = 2;  // vectors of channels per pass: 2 * K column sums in registers
+        index_t c = 0;
+        if (n0 == 1) {
+            switch (n1) {
+                case 1:
+                    for (; c + G * L <= C_; c += G * L) fused_chunk<K, S, G, 1>(rows, n0, n1, c, dst, average, div);
+                    break;
+                case 2:
+                    for (; c + G * L <= C_; c += G * L) fused_chunk<K, S, G, 2>(rows, n0, n1, c, dst, average, div);
+                    break;
+                case 3:
+                    for (; c + G * L <= C_; c += G * L) fused_chunk<K, S, G, 3>(rows, n0, n1, c, dst, average, div);
+                    break;
+                default: break;
+            }
+        }
+        for (; c + G * L <= C_; c += G * L) fused_chunk<K, S, G, 0>(rows, n0, n1, c, dst, average, div);
+        for (; c < C_; c += L) fused_chunk<K, S, 1, 0>(rows, n0, n1, c, dst, average, div);
+    }
+
+    template <int K, int S, int G, int N1>
+    void fused_chunk(const T* const* rows, index_t n0, index_t n1, index_t c, T* dst, bool average,
+                     const row_divisor& div) const {
+        V col[K][G];
+        auto column = [&](index_t x, V* out) {
+            if (x < 0 || x >= W_) {
+                for (int g = 0; g < G; ++g) out[g] = V::splat(T(0));
+                return;
+            }
+            const index_t off = x * C_ + c;
+            for (int g = 0; g < G; ++g) out[g] = vsum_vec<N1>(rows, n0, n1, off + g * L);
+        };
+        index_t x0 = -pb_;
+        for (int t = 0; t < K; ++t) column(x0 + t, col[t]);
+        T* o = dst + c;
+        for (index_t ow = 0;;) {
+            const quotient_by dv(average ? div.scalar(ow) : T(1));
+            for (int g = 0; g < G; ++g) {
+                V acc = col[0][g];
+                for (int t = 1; t < K; ++t) acc = acc + col[t][g];
+                if (average) acc = dv(acc);
+                acc.store(o + g * L);
+            }
+            if (++ow == Wo_) break;
+            o += C_;
+            x0 += S;
+            for (int t = 0; t + S < K; ++t)
+                for (int g = 0; g < G; ++g) col[t][g] = col[t + S][g];
+            for (int t = K - S < 0 ? 0 : K - S; t < K; ++t) column(x0 + t, col[t]);
         }
     }
 
@@ -379,7 +481,7 @@ private:
             }
             const T* x = base + (w.first - x_lo) * pitch;
             const index_t k = w.count;
-            const V dv = average ? div.at(ow) : V::splat(T(1));
+            const quotient_by dv(average ? div.scalar(ow) : T(1));
             index_t i = 0;
             for (; i + 4 * L <= cb_; i += 4 * L) {
                 const T* p = x + i;
@@ -392,10 +494,10 @@ private:
                     a3 = a3 + V::load(p + 3 * L);
                 }
                 if (average) {
-                    a0 = a0 / dv;
-                    a1 = a1 / dv;
-                    a2 = a2 / dv;
-                    a3 = a3 / dv;
+                    a0 = dv(a0);
+                    a1 = dv(a1);
+                    a2 = dv(a2);
+                    a3 = dv(a3);
                 }
                 a0.store(o + i);
                 a1.store(o + i + L);
@@ -409,7 +511,7 @@ private:
                     p += step;
                     a = a + V::load(p);
                 }
-                if (average) a = a / dv;
+                if (average) a = dv(a);
                 put(o + i, room - i, a);
             }
         }
@@ -418,7 +520,8 @@ private:
     const plan_data<R>& p_;
     pool_op op_;
     index_t N_ = 0, C_ = 0, W_ = 0, Wo_ = 0, d_ = 1, row_out_ = 0, rows_per_n_ = 1, in_n_ = 0;
-    index_t cb_ = 1, blocks_ = 1;
+    index_t cb_ = 1, blocks_ = 1, pb_ = 0;
+    fused_fn fused_ = nullptr;
     const window* last_ = nullptr;
     const T* last_div_ = nullptr;
 };
