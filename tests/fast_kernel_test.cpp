@@ -20,7 +20,7 @@ constexpr double eps() {
     return sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
 }
 
-enum class kernel_kind { rows, flat };
+enum class kernel_kind { rows, flat, same };
 
 // Runs a fast kernel and the reference through the plan's own data and compares every output.
 template <class T, std::size_t R>
@@ -32,9 +32,12 @@ void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
     const auto& d = avgpool::detail::plan_access::data(*plan);
     if (kind == kernel_kind::rows) {
         ASSERT_TRUE((avgpool::detail::cf_applicable<T, R>(d))) << "expected the row kernel";
-    } else {
+    } else if (kind == kernel_kind::flat) {
         if (d.global) return;  // one window covering the input: the global path, tested below
         ASSERT_TRUE((avgpool::detail::flat_applicable<T, R>(d))) << "expected the block kernel";
+    } else {
+        if (d.global) return;
+        ASSERT_TRUE((avgpool::detail::same_applicable<T, R>(d))) << "expected the same-grid kernel";
     }
     std::uniform_real_distribution<double> dist(-4.0, 4.0);
     std::vector<T> in(static_cast<std::size_t>(plan->input_size()));
@@ -47,8 +50,10 @@ void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
         std::vector<T> fast(n, T(1e30)), ref(n), ref_abs(n), ref_abs_sum(n);
         if (kind == kernel_kind::rows) {
             avgpool::detail::cf_kernel<T, R>(d, op).run(in.data(), fast.data(), 0, items);
-        } else {
+        } else if (kind == kernel_kind::flat) {
             avgpool::detail::flat_kernel<T, R>(d, op).run(in.data(), fast.data(), 0, items);
+        } else {
+            avgpool::detail::same_kernel<T, R>(d, op).run(in.data(), fast.data(), 0, items);
         }
         avgpool::detail::reference_pool<T, R>(d, in.data(), ref.data(), op, 0, items);
         // Magnitude for the bound: the same window statistic of |x| (sum of |x| over the taps,
@@ -208,6 +213,61 @@ TEST(FlatKernel, Rank1MatchesReference) {
 TEST(FlatKernel, Rank2MatchesReference) {
     flat_suite<float, 2>(300);
     flat_suite<double, 2>(100);
+}
+
+// The same-grid kernel (2-D, stride 1, output grid = input grid): every kernel size 1-7 on
+// both axes, every split of the padding, planes from 1x1 to wider than one mask segment.
+template <class T>
+void same_suite(int cases) {
+    int ran = 0;
+    for (int c = 0; c < cases; ++c) {
+        const std::uint64_t seed = 91000 + static_cast<std::uint64_t>(c) + (sizeof(T) == 4 ? 0 : 50000);
+        std::mt19937_64 gen(seed);
+        auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+        avgpool::pool_attrs<2> a;
+        avgpool::dims<4> shape{pick(1, 2), pick(1, 5), 1, 1};
+        const bool wide = pick(0, 4) == 0;  // rows too long for a whole-plane mask: per-row
+        shape[2] = pick(1, wide ? 12 : 40);
+        shape[3] = pick(1, wide ? 1500 : 40);
+        for (std::size_t ax = 0; ax < 2; ++ax) {
+            a.kernel[ax] = pick(1, 7);
+            if (pick(0, 2) == 0) {
+                a.auto_pad = pick(0, 1) ? avgpool::pad_type::same_upper : avgpool::pad_type::same_lower;
+            }
+            a.pads_begin[ax] = pick(0, a.kernel[ax] - 1);
+            a.pads_end[ax] = a.kernel[ax] - 1 - a.pads_begin[ax];
+        }
+        a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
+        a.divisor_override = pick(0, 5) == 0 ? pick(1, 30) : 0;
+        compare<T, 2>(shape, a, gen, describe<2>(shape, a, seed), kernel_kind::same);
+        if (::testing::Test::HasFatalFailure()) return;
+        ++ran;
+    }
+    EXPECT_EQ(ran, cases);
+}
+
+TEST(SameKernel, MatchesReference) {
+    same_suite<float>(400);
+    same_suite<double>(150);
+}
+
+// The horizontal pass reads whole vectors across row and plane boundaries and masks the
+// lanes out; an Inf or NaN next door must not leak in (a multiply by 0 would make NaN).
+TEST(SameKernel, NonFiniteNeighboursDoNotLeak) {
+    avgpool::pool_attrs<2> a;
+    a.kernel = {3, 3};
+    a.pads_begin = {1, 1};
+    a.pads_end = {1, 1};
+    auto plan = avgpool::pooling<2>::create({1, 3, 5, 7}, a);
+    ASSERT_TRUE(plan);
+    ASSERT_TRUE((avgpool::detail::same_applicable<float, 2>(avgpool::detail::plan_access::data(*plan))));
+    std::vector<float> in(3 * 35, 1.0f), out(3 * 35, 0.0f);
+    for (int i = 0; i < 35; ++i) in[static_cast<std::size_t>(i)] = std::numeric_limits<float>::infinity();
+    for (int i = 70; i < 105; ++i) in[static_cast<std::size_t>(i)] = std::numeric_limits<float>::quiet_NaN();
+    ASSERT_TRUE(plan->forward(in.data(), out.data()));
+    for (int i = 35; i < 70; ++i) EXPECT_EQ(out[static_cast<std::size_t>(i)], 1.0f) << "output " << i;
+    EXPECT_TRUE(std::isinf(out[0]));
+    EXPECT_TRUE(std::isnan(out[104]));
 }
 
 // Global pooling takes its own path (one contiguous sum per plane).

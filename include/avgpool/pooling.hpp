@@ -7,6 +7,8 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <utility>
 
@@ -14,6 +16,7 @@
 #include "detail/kernel_cf.hpp"
 #include "detail/kernel_cl.hpp"
 #include "detail/kernel_flat.hpp"
+#include "detail/kernel_same.hpp"
 #include "detail/plan.hpp"
 #include "detail/reference.hpp"
 #include "detail/windows.hpp"
@@ -308,6 +311,28 @@ private:
         derive_tables();
     }
 
+    // The same-grid kernel's tap masks: lane i of tap j keeps its read when column
+    // (i mod W) + j - pad_left lies inside the row and i is inside the segment.
+    void build_same_masks() {
+        const pool_geometry<R>& g = d_.geometry;
+        const index_t W = g.input[R - 1], kw = g.kernel[R - 1], pl = g.pads_begin[R - 1];
+        const index_t m = detail::same_segment<R>(d_);
+        constexpr index_t slack = 64;  // >= any vector width
+        const std::size_t size = static_cast<std::size_t>(kw * (m + slack));
+        d_.same_mask_f.assign(size, 0.0f);
+        d_.same_mask_d.assign(size, 0.0);
+        const std::uint32_t ones32 = ~std::uint32_t(0);
+        const std::uint64_t ones64 = ~std::uint64_t(0);
+        for (index_t j = 0; j < kw; ++j)
+            for (index_t i = 0; i < m; ++i) {
+                const index_t x = i % W + j - pl;
+                if (x < 0 || x >= W) continue;
+                const std::size_t at = static_cast<std::size_t>(j * (m + slack) + i);
+                std::memcpy(&d_.same_mask_f[at], &ones32, sizeof ones32);
+                std::memcpy(&d_.same_mask_d[at], &ones64, sizeof ones64);
+            }
+    }
+
     // Everything the other kernels read, derived from the windows.
     void derive_tables() {
         const pool_geometry<R>& g = d_.geometry;
@@ -339,7 +364,8 @@ private:
             d_.last_bdiv_d[o] = f != 0 ? static_cast<double>(f) : 1.0;
         }
 
-        if (detail::flat_geometry<R>(d_)) {
+        if (detail::same_geometry<R>(d_)) build_same_masks();
+        if (detail::flat_geometry<R>(d_) || detail::same_geometry<R>(d_)) {
             // The whole divisor of each output: the override, or the product of the per-axis
             // factors with an empty window's 0 made 1 (0 / 1 = 0) or kept (0 / 0 = NaN).
             auto eff = [this](double prod) {
@@ -360,6 +386,14 @@ private:
                     d_.flat_div_d[static_cast<std::size_t>(r * Wo + o)] = v;
                 }
             }
+            if (detail::same_geometry<R>(d_)) {
+                d_.same_rdiv_f.assign(size + pad, 1.0f);
+                d_.same_rdiv_d.assign(size + pad, 1.0);
+                for (std::size_t i = 0; i < size; ++i) {
+                    d_.same_rdiv_f[i] = static_cast<float>(1.0 / d_.flat_div_d[i]);
+                    d_.same_rdiv_d[i] = 1.0 / d_.flat_div_d[i];
+                }
+            }
         }
     }
 
@@ -374,6 +408,11 @@ private:
                 // Items are output rows, so that N = 1 still splits across threads.
                 const detail::cl_kernel<T, R> kernel(d_, op);
                 exec(kernel.items(), [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
+                return status{};
+            }
+            if (detail::same_applicable<T, R>(d_)) {
+                const detail::same_kernel<T, R> kernel(d_, op);
+                exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
                 return status{};
             }
             if (detail::flat_applicable<T, R>(d_)) {

@@ -83,6 +83,8 @@ public:
         const index_t in_plane = R == 1 ? W_ : g.input[0] * W_;
         const T* rows[cf_max_outer_rows];
         const index_t g_end = item_end * Ho;
+        // Narrow rows over-read whole vectors; this bounds them to the input tensor.
+        const T* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * in_plane;
         const T* src = in + item_begin * in_plane;  // plane of the next row to fill
         index_t oh = 0;                             // its output row in that plane
         for (index_t g0 = item_begin * Ho; g0 < g_end; g0 += rows_per_block_) {
@@ -90,11 +92,11 @@ public:
             for (index_t r = 0; r < nr; ++r) {
                 if constexpr (R == 1) {
                     rows[0] = src;
-                    vertical(P, r, rows, 1);
+                    vertical(P, r, rows, 1, in_end);
                 } else {
                     const window& wh = p_.axis(0)[oh];
                     for (index_t i = 0; i < wh.count; ++i) rows[i] = src + (wh.first + i * g.dilations[0]) * W_;
-                    vertical(P, r, rows, wh.count);
+                    vertical(P, r, rows, wh.count, in_end);
                 }
                 if (++oh == Ho) {
                     oh = 0;
@@ -124,13 +126,13 @@ private:
         return acc;
     }
 
-    void vertical(T* const* P, index_t r, const T* const* rows, index_t n) const {
+    void vertical(T* const* P, index_t r, const T* const* rows, index_t n, const T* in_end) const {
         switch (n) {
             case 0: vzero(P, r); break;
-            case 1: vrow<1>(P, r, rows, n); break;
-            case 2: vrow<2>(P, r, rows, n); break;
-            case 3: vrow<3>(P, r, rows, n); break;
-            default: vrow<0>(P, r, rows, n); break;
+            case 1: vrow<1>(P, r, rows, n, in_end); break;
+            case 2: vrow<2>(P, r, rows, n, in_end); break;
+            case 3: vrow<3>(P, r, rows, n, in_end); break;
+            default: vrow<0>(P, r, rows, n, in_end); break;
         }
     }
 
@@ -140,11 +142,19 @@ private:
     }
 
     template <int N>
-    void vrow(T* const* P, index_t r, const T* const* rows, index_t n) const {
+    void vrow(T* const* P, index_t r, const T* const* rows, index_t n, const T* in_end) const {
         if (s_ == 1) {
             T* dst = P[0] + r * row_len_ + pb_;
             index_t x = 0;
             for (; x + L <= Wd_; x += L) vsum<N>(rows, n, x).store(dst + x);
+            if (x < Wd_ && rows[n - 1] + x + L <= in_end) {
+                // Narrow rows (7 to 14 wide) would otherwise be mostly scalar: read a whole
+                // vector past the row (still inside the input), then restore the right padding
+                // the extra lanes overwrote. row_len_ has L slack for both stores.
+                vsum<N>(rows, n, x).store(dst + x);
+                V::splat(T(0)).store(dst + Wd_);
+                return;
+            }
             for (; x < Wd_; ++x) dst[x] = vsum1(rows, n, x);
             return;
         }
@@ -159,6 +169,15 @@ private:
             deinterleave2(vsum<N>(rows, n, 2 * m), vsum<N>(rows, n, 2 * m + L), e, o);
             e.store(even_x + m);
             o.store(odd_x + m);
+        }
+        if (2 * m < Wd_ && rows[n - 1] + 2 * (m + L) <= in_end) {
+            V e, o;  // as at stride 1: over-read, then re-zero each phase past its last value
+            deinterleave2(vsum<N>(rows, n, 2 * m), vsum<N>(rows, n, 2 * m + L), e, o);
+            e.store(even_x + m);
+            o.store(odd_x + m);
+            V::splat(T(0)).store(even_x + (Wd_ + 1) / 2);
+            V::splat(T(0)).store(odd_x + Wd_ / 2);
+            return;
         }
         for (index_t x = 2 * m; x < Wd_; ++x) (x % 2 == 0 ? even_x : odd_x)[x / 2] = vsum1(rows, n, x);
     }

@@ -49,6 +49,33 @@ struct plan_data {
     std::vector<float> flat_div_f;
     std::vector<double> flat_div_d;
 
+    // The same-grid kernel's horizontal tap masks (kernel_same.hpp): for tap j, at
+    // [j * (m + pad) + i], all bits set where position i of an m-long segment (a plane or a row)
+    // reads inside its row, else 0 (also past m); empty when that kernel does not apply.
+    std::vector<float> same_mask_f;
+    std::vector<double> same_mask_d;
+    // And its 1 / divisor per output of a plane (rounded once from the exact divisor).
+    std::vector<float> same_rdiv_f;
+    std::vector<double> same_rdiv_d;
+
+    template <class T>
+    const T* same_reciprocals() const noexcept {
+        if constexpr (sizeof(T) == sizeof(float)) {
+            return same_rdiv_f.data();
+        } else {
+            return same_rdiv_d.data();
+        }
+    }
+
+    template <class T>
+    const T* same_masks() const noexcept {
+        if constexpr (sizeof(T) == sizeof(float)) {
+            return same_mask_f.data();
+        } else {
+            return same_mask_d.data();
+        }
+    }
+
     template <class T>
     const T* flat_divisor() const noexcept {
         if constexpr (sizeof(T) == sizeof(float)) {

@@ -8,6 +8,8 @@
 #define AVGPOOL_DETAIL_SIMD_HPP
 
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <type_traits>
 
 #include "../config.hpp"
@@ -37,6 +39,9 @@ struct vec {
     friend vec operator+(vec a, vec b) noexcept { return {a.v + b.v}; }
     friend vec operator*(vec a, vec b) noexcept { return {a.v * b.v}; }
     friend vec operator/(vec a, vec b) noexcept { return {a.v / b.v}; }
+    // Bitwise AND with a mask of all-ones / all-zeros lanes: keeps or zeroes a lane, and unlike
+    // a multiply by 0 it also zeroes an Inf or NaN.
+    vec bit_and(vec mask) const noexcept { return {v & mask.v}; }
 };
 
 #else
@@ -52,6 +57,16 @@ struct vec {
     friend vec operator+(vec a, vec b) noexcept { return {a.v + b.v}; }
     friend vec operator*(vec a, vec b) noexcept { return {a.v * b.v}; }
     friend vec operator/(vec a, vec b) noexcept { return {a.v / b.v}; }
+    vec bit_and(vec mask) const noexcept {
+        using U = typename std::conditional<sizeof(T) == 4, std::uint32_t, std::uint64_t>::type;
+        U a, m;
+        std::memcpy(&a, &v, sizeof(T));
+        std::memcpy(&m, &mask.v, sizeof(T));
+        a &= m;
+        T r;
+        std::memcpy(&r, &a, sizeof(T));
+        return {r};
+    }
 };
 
 #endif

@@ -1,0 +1,183 @@
+// avgpool: header-only N-D average pooling.
+// SPDX-License-Identifier: MIT
+//
+// The kernel for 2-D pools whose output grid is the input grid (stride 1, dilation 1, "same"
+// padding: 3x3 pad 1, 7x7 pad 3, ...), the Inception-style branch pools. Planes there are small
+// (8x8 to 35x35), so anything done per row costs as much as the arithmetic; this kernel works
+// on a plane as one flat array instead:
+// - horizontal pass: hs[i] = sum over taps j of in[i + j - pad_left], each tap ANDed with a
+//   per-position mask that drops reads wrapping into the neighbouring row (or plane); the
+//   masks are built once per plan, for a whole plane when it is small, else for one row;
+// - vertical pass: out[i] = (sum over taps t of hs[i + t * W]) * (1 / divisor[i]), with hs stored
+//   between zero rows for the padding, so it is full-width vector code with no edge cases.
+// The sum is separable (a window's rows summed along w, then along h). The reciprocal multiply
+// (a divide costs as much as the rest of the arithmetic here) adds at most about an ulp, well
+// inside the accuracy bound.
+#ifndef AVGPOOL_DETAIL_KERNEL_SAME_HPP
+#define AVGPOOL_DETAIL_KERNEL_SAME_HPP
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "kernel_cf.hpp"
+#include "plan.hpp"
+#include "simd.hpp"
+
+namespace avgpool {
+namespace detail {
+
+constexpr index_t same_max_kernel = 7;
+// A whole plane is one segment while its masks (kernel width x plane) stay this small.
+constexpr index_t same_plane_mask_budget = 8192;
+// Planes up to this many elements: the padded buffer of horizontal sums stays in L2.
+constexpr index_t same_max_plane = index_t(1) << 16;
+
+/// Whether the geometry suits the same-grid kernel (independent of the element type).
+template <std::size_t R>
+bool same_geometry(const plan_data<R>& p) noexcept {
+    if constexpr (R != 2) {
+        return false;
+    } else {
+        if (p.memory_layout != layout::channels_first || p.global || p.adaptive) return false;
+        const pool_geometry<R>& g = p.geometry;
+        for (std::size_t a = 0; a < R; ++a) {
+            if (g.strides[a] != 1 || g.dilations[a] != 1 || g.output[a] != g.input[a]) return false;
+            if (g.kernel[a] > same_max_kernel || g.pads_begin[a] < 0 || g.pads_begin[a] >= g.kernel[a]) return false;
+        }
+        return g.input[0] * g.input[1] <= same_max_plane;
+    }
+}
+
+/// The segment the horizontal masks describe: a whole plane when small, else one row.
+template <std::size_t R>
+index_t same_segment(const plan_data<R>& p) noexcept {
+    const pool_geometry<R>& g = p.geometry;
+    const index_t n = g.input[0] * g.input[R - 1];
+    return g.kernel[R - 1] * n <= same_plane_mask_budget ? n : g.input[R - 1];
+}
+
+template <class T, std::size_t R>
+bool same_applicable(const plan_data<R>& p) noexcept {
+    return p.max_divisor <= exact_integer_limit<T>() && !p.same_rdiv_f.empty() &&
+           same_geometry<R>(p);
+}
+
+template <class T, std::size_t R>
+class same_kernel {
+    using V = vec<T>;
+    static constexpr index_t L = static_cast<index_t>(V::width);
+
+public:
+    same_kernel(const plan_data<R>& p, pool_op op) : p_(p), op_(op) {
+        const pool_geometry<R>& g = p.geometry;
+        H_ = g.input[0];
+        W_ = g.input[1];
+        kh_ = g.kernel[0];
+        kw_ = g.kernel[1];
+        pt_ = g.pads_begin[0];
+        pl_ = g.pads_begin[1];
+        n_ = H_ * W_;
+        m_ = same_segment<R>(p);
+        stride_ = m_ + 64;  // the slack build_same_masks() leaves per tap
+        masks_ = p.template same_masks<T>();
+        rgrid_ = p.template same_reciprocals<T>();
+    }
+
+    /// Planes item_begin .. item_end - 1 (item = n * C + c).
+    void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
+        // Zero rows above and below the plane's horizontal sums stand for the padding;
+        // written once per call, the passes never touch them.
+        std::vector<T> buf(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), T(0));
+        T* hs = buf.data() + pt_ * W_;
+        const T* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * n_;
+        for (index_t item = item_begin; item < item_end; ++item) {
+            const T* src = in + item * n_;
+            for (index_t s0 = 0; s0 < n_; s0 += m_) horizontal(in, in_end, src + s0, hs + s0);
+            vertical(buf.data(), out + item * n_);
+        }
+    }
+
+private:
+    // One segment of m_ positions: the masked tap sums, in whole vectors (the masks are 0
+    // past the segment, so the last vector's extra lanes write zeros into slack or into the
+    // next segment before it is computed).
+    void horizontal(const T* in, const T* in_end, const T* src, T* dst) const {
+        switch (kw_) {
+            case 1: hseg<1>(in, in_end, src, dst); break;
+            case 2: hseg<2>(in, in_end, src, dst); break;
+            case 3: hseg<3>(in, in_end, src, dst); break;
+            case 4: hseg<4>(in, in_end, src, dst); break;
+            case 5: hseg<5>(in, in_end, src, dst); break;
+            case 6: hseg<6>(in, in_end, src, dst); break;
+            default: hseg<7>(in, in_end, src, dst); break;
+        }
+    }
+
+    template <int K>
+    void hseg(const T* in, const T* in_end, const T* src, T* dst) const {
+        const index_t ms = stride_;
+        for (index_t i = 0; i < m_; i += L) {
+            const T* lo = src + i - pl_;
+            if (lo >= in && lo + K - 1 + L <= in_end) {
+                const T* mk = masks_ + i;
+                V acc = V::load(lo).bit_and(V::load(mk));
+                for (int j = 1; j < K; ++j) acc = acc + V::load(lo + j).bit_and(V::load(mk + j * ms));
+                acc.store(dst + i);
+            } else {
+                // At the very start or end of the tensor: per lane, reading only valid taps.
+                for (index_t e = 0; e < L; ++e) {
+                    const index_t x = i + e;
+                    const index_t w = x % W_;
+                    T acc = T(0);
+                    if (x < m_)
+                        for (index_t j = 0; j < kw_; ++j)
+                            if (w + j - pl_ >= 0 && w + j - pl_ < W_) acc += src[x + j - pl_];
+                    dst[x] = acc;
+                }
+            }
+        }
+    }
+
+    void vertical(const T* hs, T* out) const {
+        switch (kh_) {
+            case 1: vrows<1>(hs, out); break;
+            case 2: vrows<2>(hs, out); break;
+            case 3: vrows<3>(hs, out); break;
+            case 4: vrows<4>(hs, out); break;
+            case 5: vrows<5>(hs, out); break;
+            case 6: vrows<6>(hs, out); break;
+            default: vrows<7>(hs, out); break;
+        }
+    }
+
+    template <int K>
+    void vrows(const T* hs, T* out) const {
+        const bool average = op_ == pool_op::average;
+        const index_t W = W_;
+        auto at = [&](index_t i) {
+            V acc = V::load(hs + i);
+            for (int t = 1; t < K; ++t) acc = acc + V::load(hs + i + t * W);
+            return average ? acc * V::load(rgrid_ + i) : acc;
+        };
+        index_t i = 0;
+        for (; i + L <= n_; i += L) at(i).store(out + i);
+        if (i < n_) {  // the plane's last partial vector: never write past the plane
+            T tmp[L];
+            at(i).store(tmp);
+            std::memcpy(out + i, tmp, static_cast<std::size_t>(n_ - i) * sizeof(T));
+        }
+    }
+
+    const plan_data<R>& p_;
+    pool_op op_;
+    index_t H_ = 0, W_ = 0, kh_ = 1, kw_ = 1, pt_ = 0, pl_ = 0, n_ = 0, m_ = 0, stride_ = 0;
+    const T* masks_ = nullptr;
+    const T* rgrid_ = nullptr;
+};
+
+}  // namespace detail
+}  // namespace avgpool
+
+#endif  // AVGPOOL_DETAIL_KERNEL_SAME_HPP
