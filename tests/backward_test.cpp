@@ -192,9 +192,104 @@ TEST(Backward, NullPointersAndUntouched) {
 }
 
 // The fast channels-first kernel against the reference on larger random cases.
+
+// Geometry for the fast kernel's paths: long kernels (k up to 30 on the last axis), strides
+// 1..5 (gather at 1 and 2, scatter above), dilation, padding and every rounding, divisor and
+// override; sometimes the window spans the whole axis (global along it).
+template <std::size_t R>
+avgpool::pool_attrs<R> random_fast_attrs(std::mt19937_64& gen, const avgpool::dims<R + 2>& s) {
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    avgpool::pool_attrs<R> a;
+    for (std::size_t ax = 0; ax < R; ++ax) {
+        const bool last = ax + 1 == R;
+        const int kind = static_cast<int>(pick(0, 5));
+        a.kernel[ax] = kind == 0 ? s[ax + 2] : kind == 1 && last ? pick(5, 30) : pick(1, 4);
+        a.strides[ax] = pick(0, 2) == 0 ? pick(3, 5) : pick(1, 2);
+        a.dilations[ax] = pick(0, 3) == 0 ? pick(2, 3) : 1;
+        a.pads_begin[ax] = pick(0, 3);
+        a.pads_end[ax] = pick(0, 3);
+    }
+    a.auto_pad = pick(0, 3) == 0 ? static_cast<avgpool::pad_type>(pick(1, 3)) : avgpool::pad_type::explicit_pads;
+    a.rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
+    a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
+    a.divisor_override = pick(0, 4) == 0 ? pick(1, 9) : 0;
+    a.empty_window_nan = pick(0, 3) == 0;  // backward ignores it: empty windows tap nothing
+    return a;
+}
+
+// Runs the fast kernel in each order (best, ring, per row) and the public backward() against the
+// reference; grad_in starts as garbage to check every element is written.
 template <class T, std::size_t R>
-void fast_vs_reference(int cases, index_t max_extent) {
-    std::mt19937_64 gen(777 + R);
+void expect_fast_matches(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bool require_fast) {
+    const auto& d = avgpool::detail::plan_access::data(plan);
+    const bool fast = avgpool::detail::backward_cf_applicable<T, R>(d);
+    if (require_fast) {
+        ASSERT_TRUE(fast);
+    }
+    std::uniform_real_distribution<double> dist(-1, 1);
+    const std::size_t n_in = static_cast<std::size_t>(plan.input_size());
+    std::vector<T> g(static_cast<std::size_t>(plan.output_size())), ref(n_in), got(n_in);
+    for (T& v : g) v = static_cast<T>(dist(gen));
+    const index_t items = plan.input_shape()[0] * plan.input_shape()[1];
+    avgpool::detail::reference_backward<T, R>(d, g.data(), ref.data(), 0, items);
+    double kprod = 1;
+    for (std::size_t ax = 0; ax < R; ++ax) kprod *= static_cast<double>(d.geometry.kernel[ax]);
+    const double eps = sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
+    // Each input sums at most prod(k) shares of magnitude <= 1: a loose bound on any order.
+    const double tol = 8 * (kprod + 4) * eps;
+    auto compare = [&](const char* what) {
+        for (std::size_t i = 0; i < n_in; ++i)
+            ASSERT_NEAR(static_cast<double>(got[i]), static_cast<double>(ref[i]), tol) << what << " input " << i;
+    };
+    std::fill(got.begin(), got.end(), static_cast<T>(1e30));
+    ASSERT_TRUE(plan.backward(g.data(), got.data()).ok());
+    compare("backward()");
+    if (!fast) return;
+    using order = avgpool::detail::backward_order;
+    for (order o : {order::best, order::ring, order::per_row}) {
+        std::fill(got.begin(), got.end(), static_cast<T>(-7));
+        // Two calls over halves of the items: a call must not write outside its planes.
+        const avgpool::detail::backward_cf<T, R> k(d, o);
+        k.run(g.data(), got.data(), 0, items / 2);
+        k.run(g.data(), got.data(), items / 2, items);
+        compare(o == order::best ? "best" : o == order::ring ? "ring" : "per row");
+    }
+}
+
+template <class T, std::size_t R>
+void fast_vs_reference(int cases, index_t max_extent, index_t max_last) {
+    std::mt19937_64 gen(777 + R + sizeof(T));
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    int ran = 0;
+    for (int c = 0; c < cases; ++c) {
+        avgpool::dims<R + 2> s{};
+        s[0] = pick(1, 2);
+        s[1] = pick(1, 3);
+        for (std::size_t a = 0; a < R; ++a) s[a + 2] = pick(1, a + 1 == R ? max_last : max_extent);
+        const auto a = random_fast_attrs<R>(gen, s);
+        auto plan = avgpool::pooling<R>::create(s, a);
+        if (!plan) continue;
+        SCOPED_TRACE(describe<R>(s, a, c));
+        expect_fast_matches<T, R>(*plan, gen, true);
+        if (::testing::Test::HasFatalFailure()) return;
+        ++ran;
+    }
+    EXPECT_GT(ran, cases / 3);
+}
+
+TEST(Backward, FastMatchesReference) {
+    fast_vs_reference<float, 1>(300, 0, 300);
+    fast_vs_reference<double, 1>(200, 0, 120);
+    fast_vs_reference<float, 2>(300, 12, 40);
+    fast_vs_reference<double, 2>(200, 12, 40);
+    fast_vs_reference<float, 3>(150, 7, 20);
+    fast_vs_reference<double, 3>(100, 7, 20);
+}
+
+// The original geometry mix (small kernels, strides 1..3), on larger extents.
+template <class T, std::size_t R>
+void fast_vs_reference_small(int cases, index_t max_extent) {
+    std::mt19937_64 gen(4711 + R);
     auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
     for (int c = 0; c < cases; ++c) {
         avgpool::dims<R + 2> s{};
@@ -205,27 +300,100 @@ void fast_vs_reference(int cases, index_t max_extent) {
         auto plan = avgpool::pooling<R>::create(s, a);
         if (!plan) continue;
         SCOPED_TRACE(describe<R>(s, a, c));
-        const auto& d = avgpool::detail::plan_access::data(*plan);
-        ASSERT_TRUE((avgpool::detail::backward_cf_applicable<T, R>(d)));
-        std::uniform_real_distribution<double> dist(-1, 1);
-        std::vector<T> g(static_cast<std::size_t>(plan->output_size())), fast(static_cast<std::size_t>(plan->input_size())),
-            ref(fast.size());
-        for (T& v : g) v = static_cast<T>(dist(gen));
-        const index_t items = s[0] * s[1];
-        avgpool::detail::backward_cf<T, R>(d).run(g.data(), fast.data(), 0, items);
-        avgpool::detail::reference_backward<T, R>(d, g.data(), ref.data(), 0, items);
-        double ksum = 1;
-        for (std::size_t ax = 0; ax < R; ++ax) ksum *= static_cast<double>(a.kernel[ax]);
-        const double eps = sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
-        for (std::size_t i = 0; i < fast.size(); ++i)
-            ASSERT_NEAR(static_cast<double>(fast[i]), static_cast<double>(ref[i]), 8 * ksum * eps * 2) << i;
+        expect_fast_matches<T, R>(*plan, gen, true);
+        if (::testing::Test::HasFatalFailure()) return;
     }
 }
 
-TEST(Backward, FastMatchesReference) {
-    fast_vs_reference<float, 1>(200, 300);
-    fast_vs_reference<double, 2>(150, 40);
-    fast_vs_reference<float, 3>(80, 12);
+TEST(Backward, FastMatchesReferenceSmallKernels) {
+    fast_vs_reference_small<float, 1>(200, 300);
+    fast_vs_reference_small<double, 2>(150, 40);
+    fast_vs_reference_small<float, 3>(80, 12);
+}
+
+// Global pools (one window over the whole input): the fill path, every divisor type, pads
+// (the window may be larger than the input) and the override.
+template <class T, std::size_t R>
+void global_vs_reference(int cases) {
+    std::mt19937_64 gen(99 + R);
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    int globals = 0;
+    for (int c = 0; c < cases; ++c) {
+        avgpool::dims<R + 2> s{};
+        s[0] = pick(1, 2);
+        s[1] = pick(1, 4);
+        avgpool::pool_attrs<R> a;
+        for (std::size_t ax = 0; ax < R; ++ax) {
+            s[ax + 2] = pick(1, 12);
+            a.pads_begin[ax] = pick(0, 1);
+            a.pads_end[ax] = pick(0, 1);
+            a.kernel[ax] = s[ax + 2] + a.pads_begin[ax] + a.pads_end[ax] - pick(0, 1);
+            a.strides[ax] = pick(1, 3);
+        }
+        a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
+        a.divisor_override = pick(0, 3) == 0 ? pick(1, 9) : 0;
+        auto plan = avgpool::pooling<R>::create(s, a);
+        if (!plan) continue;
+        SCOPED_TRACE(describe<R>(s, a, c));
+        globals += avgpool::detail::plan_access::data(*plan).global;
+        expect_fast_matches<T, R>(*plan, gen, false);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+    EXPECT_GT(globals, cases / 10);
+}
+
+TEST(Backward, GlobalMatchesReference) {
+    global_vs_reference<float, 1>(100);
+    global_vs_reference<double, 2>(100);
+    global_vs_reference<float, 3>(100);
+    global_vs_reference<double, 3>(50);
+}
+
+// Adaptive plans (windows of any start and length; upsampling gathers many outputs per
+// input), ranks 1 to 3.
+template <class T, std::size_t R>
+void adaptive_vs_reference(int cases) {
+    std::mt19937_64 gen(5150 + R);
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    for (int c = 0; c < cases; ++c) {
+        avgpool::dims<R + 2> s{};
+        avgpool::dims<R> o{};
+        s[0] = pick(1, 2);
+        s[1] = pick(1, 3);
+        for (std::size_t ax = 0; ax < R; ++ax) {
+            s[ax + 2] = pick(1, R == 1 ? 200 : 15);
+            o[ax] = pick(1, R == 1 ? 250 : 20);
+        }
+        auto plan = avgpool::pooling<R>::create_adaptive(s, o);
+        ASSERT_TRUE(plan.ok());
+        SCOPED_TRACE(c);
+        expect_fast_matches<T, R>(*plan, gen, false);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
+TEST(Backward, AdaptiveMatchesReference) {
+    adaptive_vs_reference<float, 1>(100);
+    adaptive_vs_reference<double, 2>(100);
+    adaptive_vs_reference<float, 3>(60);
+}
+
+// Plans whose expanded-row ring does not fit (wide outer output planes) still match.
+TEST(Backward, WidePlanesMatchReference) {
+    std::mt19937_64 gen(8);
+    avgpool::pool_attrs<3> a;
+    a.kernel = {3, 3, 3};
+    a.strides = {2, 2, 2};
+    a.pads_begin = a.pads_end = {1, 1, 1};
+    auto p3 = avgpool::pooling<3>::create({1, 2, 5, 70, 130}, a);
+    ASSERT_TRUE(p3.ok());
+    expect_fast_matches<float, 3>(*p3, gen, true);
+    avgpool::pool_attrs<2> b;
+    b.kernel = {40, 9};
+    b.strides = {1, 2};
+    auto p2 = avgpool::pooling<2>::create({1, 2, 60, 300}, b);
+    ASSERT_TRUE(p2.ok());
+    expect_fast_matches<double, 2>(*p2, gen, true);
 }
 
 }  // namespace

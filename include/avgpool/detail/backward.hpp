@@ -5,14 +5,15 @@
 // forward divisor, is added to each input tap of its window; padding receives nothing; inputs
 // no window covers get 0; grad_in is overwritten. It is the transpose of the forward sum and
 // runs on the same window tables: the reference gathers each input's shares through the
-// transposed (cover) tables (any rank, either layout, any element type), the channels-first
-// kernel transposes the separable sum (a horizontal scatter into a padded
-// row buffer, then that row added to every input row of the window).
+// transposed (cover) tables (any rank, either layout, any element type); the channels-first
+// kernel (backward_cf) transposes the forward kernel's separable sum and writes each input
+// row once.
 #ifndef AVGPOOL_DETAIL_BACKWARD_HPP
 #define AVGPOOL_DETAIL_BACKWARD_HPP
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <type_traits>
 
 #include "kernel_cf.hpp"
@@ -85,28 +86,68 @@ void reference_backward(const plan_data<R>& p, const T* grad_out, T* grad_in, in
     }
 }
 
-// Largest last-axis kernel the vectorized transpose handles (its zero guard before the shares).
-constexpr index_t cf_max_gather_taps = 16;
+// Most output rows whose gradients one input row gathers (the product over the outer axes of
+// the outputs covering it); larger outer kernels take the reference path.
+constexpr index_t bw_max_rows = 256;
+// Elements of the ring of expanded output rows (a row per covering output, for R = 3 a plane
+// of rows per covering outer output); plans whose ring does not fit take the per-row path.
+constexpr index_t bw_ring = 4096;
+
+/// The most outputs of axis a whose window span reaches any one input (the cover tables'
+/// largest count): a bound on the output rows one input row gathers.
+template <std::size_t R>
+index_t max_cover(const plan_data<R>& p, std::size_t a) noexcept {
+    const window* c = p.covers(a);
+    index_t m = 0;
+    for (index_t x = 0; x < p.geometry.input[a]; ++x) m = std::max(m, c[x].count);
+    return m;
+}
 
 /// Whether the channels-first transposed kernel covers this plan for element type T.
 template <class T, std::size_t R>
 bool backward_cf_applicable(const plan_data<R>& p) noexcept {
     if (!std::is_floating_point<T>::value) return false;
     if (R > 3 || p.memory_layout != layout::channels_first) return false;
+    if (p.global) return true;  // a fill; the one share is computed in double
+    // Divisors are formed in T, as in forward: they must be exact integers there.
     if (p.max_divisor > exact_integer_limit<T>()) return false;
+    index_t rows = 1;
+    for (std::size_t a = 0; a + 1 < R; ++a) {
+        const index_t m = max_cover<R>(p, a);
+        if (m > bw_max_rows) return false;
+        rows *= m;
+        if (rows > bw_max_rows) return false;
+    }
     const pool_geometry<R>& g = p.geometry;
-    if (!outer_rows_fit<R>(g)) return false;
-    if (p.adaptive) return g.input[R - 1] <= cf_buffer;
+    if (p.adaptive) return g.input[R - 1] <= cf_buffer && g.output[R - 1] <= cf_buffer;
     return (g.output[R - 1] - 1) * g.strides[R - 1] + (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1 <= cf_buffer;
 }
 
+/// The orders backward_cf can run in (best: flat where it fits, else ring, else per row).
+enum class backward_order { best, ring, per_row };
+
+/// The channels-first backward: the transpose of cf_kernel's separable sum, writing every
+/// input row once (no zero fill, no read-modify-write). Two orders of the same two passes:
+/// - ring (the transpose of forward's order): each output-gradient row is divided by its
+///   divisors into a zero-padded share row and expanded horizontally (each input column
+///   gathers the shares of the windows that tap it) once, into a ring holding the outputs
+///   that cover the current input row; an input row is then the vertical sum of the ring
+///   rows whose windows tap it.
+/// - flat (narrow planes, stride 1 or 2): the ring holding every output row, the rows'
+///   shares laid out with zero gaps so one pass expands them all.
+/// - per row (when the ring does not fit): for each input row, the output rows that tap it
+///   are summed vertically on the narrow output width and divided, then expanded straight
+///   into the input row.
+/// An input row whose covering outputs equal the previous row's copies that row (a slab for
+/// R = 3); global pools are a fill.
 template <class T, std::size_t R>
 class backward_cf {
     using V = vec<T>;
     static constexpr index_t L = static_cast<index_t>(V::width);
 
 public:
-    explicit backward_cf(const plan_data<R>& p) : p_(p) {
+    /// `order` forces a slower order where the best one applies (the tests run each).
+    explicit backward_cf(const plan_data<R>& p, backward_order order = backward_order::best) : p_(p) {
         const pool_geometry<R>& g = p.geometry;
         W_ = g.input[R - 1];
         Wo_ = g.output[R - 1];
@@ -116,122 +157,491 @@ public:
         pb_ = p.adaptive ? 0 : g.pads_begin[R - 1];
         len_ = p.adaptive ? W_ : (Wo_ - 1) * s_ + (k_ - 1) * d_ + 1;
         cols_ = std::clamp<index_t>(len_ - pb_, 0, W_);  // input columns a window reaches
-        gather_ = !p.adaptive && d_ == 1 && (s_ == 1 || s_ == 2) && k_ <= cf_max_gather_taps;
+        // Shares start after enough zeros for the farthest tap back, rounded to whole vectors.
+        front_ = p.adaptive ? 0 : ((k_ - 1) * d_ + L - 1) / L * L;
+        mode_ = p.adaptive || s_ > 2 ? hmode::scatter : s_ == 1 ? hmode::gather1 : hmode::gather2;
+        fixed_ = p.divisor_override > 0;
+        override_ = static_cast<T>(p.divisor_override);
         bdiv_ = p.template last_backward_divisor<T>();
+        if constexpr (R >= 2) {
+            cap_ = max_cover<R>(p, 0);  // outputs covering one input: the ring's slots
+            slot_ = R == 2 ? W_ : g.output[1] * W_;
+            ring_ = order != backward_order::per_row && cap_ * slot_ <= bw_ring;
+            // Flat: every outer output row's shares at a pitch that leaves the zeros the
+            // expansion reads between rows, expanded in one pass (no per-row costs).
+            index_t rows = 1;
+            for (std::size_t a = 0; a + 1 < R; ++a) rows *= g.output[a];
+            pitch_ = s_ == 1 ? Wo_ + (k_ - 1) * d_ : Wo_ + (k_ - 1) * d_ / 2 + 1;
+            flat_ = order == backward_order::best && mode_ != hmode::scatter && rows * pitch_ + L <= 2 * cf_buffer + 3 * L - front_ &&
+                    rows * s_ * pitch_ + 2 * L <= bw_ring;
+            flat_rows_ = rows;
+        }
     }
 
     void run(const T* grad_out, T* grad_in, index_t item_begin, index_t item_end) const {
-        const pool_geometry<R>& g = p_.geometry;
         const index_t in_plane = p_.input_spatial_volume(), out_plane = p_.output_spatial_volume();
-        alignas(64) T hb[cf_buffer + 4 * L];
-        alignas(64) T sp[cf_buffer + 2 * cf_max_gather_taps + 4 * L];  // shares, zero-padded
-        std::fill(sp, sp + cf_max_gather_taps, T(0));
-        T* rows[cf_max_outer_rows];
+        if (p_.global) {
+            for (index_t item = item_begin; item < item_end; ++item) global(grad_out[item], grad_in + item * in_plane, in_plane);
+            return;
+        }
+        buffers b;
+        if (flat_) {
+            // Zeros between and around the share rows, written once per call: each row only
+            // writes its own Wo shares (rows with no tap, never).
+            std::fill(b.sp, b.sp + front_ + flat_rows_ * pitch_ + L, T(0));
+        } else {
+            // The share row's zero borders, written once per call: rows only write [0, Wo).
+            std::fill(b.sp, b.sp + front_, T(0));
+            std::fill(b.sp + front_ + Wo_, b.sp + front_ + std::max(Wo_, len_ + 2 * L), T(0));
+        }
         for (index_t item = item_begin; item < item_end; ++item) {
-            T* gi = grad_in + item * in_plane;
-            const T* go = grad_out + item * out_plane;
-            std::fill(gi, gi + in_plane, T(0));
-            if constexpr (R == 1) {
-                rows[0] = gi;
-                row(hb, sp, go, rows, 1, 1.0);
-            } else if constexpr (R == 2) {
-                for (index_t oh = 0; oh < g.output[0]; ++oh) {
-                    const window& wh = p_.axis(0)[oh];
-                    for (index_t j = 0; j < wh.count; ++j) rows[j] = gi + (wh.first + j * g.dilations[0]) * W_;
-                    row(hb, sp, go + oh * Wo_, rows, wh.count, static_cast<double>(wh.divisor));
-                }
+            if (flat_) {
+                plane_flat(b, grad_out + item * out_plane, grad_in + item * in_plane);
+            } else if (ring_) {
+                plane_ring(b, grad_out + item * out_plane, grad_in + item * in_plane);
             } else {
-                const index_t HW = g.input[1] * W_;
-                for (index_t od = 0; od < g.output[0]; ++od) {
-                    const window& wd = p_.axis(0)[od];
-                    for (index_t oh = 0; oh < g.output[1]; ++oh) {
-                        const window& wh = p_.axis(1)[oh];
-                        index_t n = 0;
-                        for (index_t i = 0; i < wd.count; ++i)
-                            for (index_t j = 0; j < wh.count; ++j)
-                                rows[n++] = gi + (wd.first + i * g.dilations[0]) * HW + (wh.first + j * g.dilations[1]) * W_;
-                        row(hb, sp, go + (od * g.output[1] + oh) * Wo_, rows, n,
-                            static_cast<double>(wd.divisor) * static_cast<double>(wh.divisor));
-                    }
-                }
+                plane(b, grad_out + item * out_plane, grad_in + item * in_plane);
             }
         }
     }
 
 private:
-    // One output row: shares scattered into the padded row hb, then hb's input columns added
-    // to every input row of the outer window.
-    void row(T* hb, T* sp, const T* go, T* const* rows, index_t n, double outer) const {
-        if (n == 0) return;  // the outer window has no taps: nothing receives anything
-        const bool fixed = p_.divisor_override > 0;
-        if (!fixed && outer == 0.0) return;
-        const window* w = p_.axis(R - 1);
-        const T outer_t = static_cast<T>(fixed ? static_cast<double>(p_.divisor_override) : outer);
-        if (gather_) {
-            gather_row(hb, sp, go, fixed, outer_t);
-        } else {
-            scatter_row(hb, go, w, fixed, outer_t);
-        }
-        const T* src = hb + pb_;  // input column x is padded position pb + x
-        for (index_t r = 0; r < n; ++r) {
-            T* dst = rows[r];
-            index_t x = 0;
-            for (; x + L <= cols_; x += L) (V::load(dst + x) + V::load(src + x)).store(dst + x);
-            for (; x < cols_; ++x) dst[x] += src[x];
+    enum class hmode { gather1, gather2, scatter };
+
+    struct buffers {
+        alignas(64) T sp[2 * cf_buffer + 4 * L];  // one row of shares between zero borders
+        alignas(64) T hb[cf_buffer + 2 * L];      // the scatter path's padded input row
+        const T* rows[bw_max_rows];               // the output rows an input row gathers
+        T factor[bw_max_rows];                    // and their outer divisor factors
+        index_t outer_o[bw_max_rows];             // R = 3: the first axis's covering outputs
+        index_t outer_f[bw_max_rows];             // and their factors
+        alignas(64) T ring[bw_ring];              // expanded output rows, slot o % cap
+    };
+
+    // Every input of the plane takes the one output's share.
+    void global(T g, T* dst, index_t n) const {
+        const window* w[R];
+        for (std::size_t a = 0; a < R; ++a) w[a] = p_.axis(a);
+        bool empty = false;
+        const double div = window_divisor<R>(p_, w, empty);
+        std::fill(dst, dst + n, empty ? T(0) : static_cast<T>(static_cast<double>(g) / div));
+    }
+
+    // Calls fn(o, divisor factor) for each output of outer axis a with a tap at input x.
+    template <class Fn>
+    void taps(std::size_t a, index_t x, Fn&& fn) const {
+        const window& cv = p_.covers(a)[x];
+        const window* w = p_.axis(a);
+        const index_t d = p_.geometry.dilations[a];
+        for (index_t o = cv.first; o < cv.first + cv.count; ++o) {
+            const index_t rel = x - w[o].first;
+            if (rel < 0 || (d != 1 && rel % d != 0) || rel / d >= w[o].count) continue;
+            fn(o, w[o].divisor);
         }
     }
 
-    // hb[P] = sum over taps j of share[(P - j) / s] (when it divides): the transpose of the
-    // forward horizontal pass, as a gather in vector registers (stride 2: even and odd
-    // positions separately, interleaved on store). Shares go to sp after its G zeros.
-    void gather_row(T* hb, T* sp, const T* go, bool fixed, T outer_t) const {
-        constexpr index_t G = cf_max_gather_taps;
-        T* sh = sp + G;
-        const V scale = V::splat(outer_t);
-        index_t u = 0;
-        for (; u + L <= Wo_; u += L) (V::load(go + u) / (fixed ? scale : scale * V::load(bdiv_ + u))).store(sh + u);
-        for (; u < Wo_; ++u) sh[u] = go[u] / (fixed ? outer_t : outer_t * bdiv_[u]);
-        std::fill(sh + Wo_, sh + Wo_ + G + 2 * L, T(0));
-        if (s_ == 1) {
-            for (index_t P = 0; P < len_; P += L) {
-                V acc = V::load(sh + P);
-                for (index_t j = 1; j < k_; ++j) acc = acc + V::load(sh + P - j);
-                acc.store(hb + P);
+    // Whether input x of outer axis a gathers exactly the outputs x - 1 does. Without
+    // dilation every output whose span reaches an input taps it (adaptive spans are their
+    // windows), so equal cover ranges mean equal sets; with dilation, say no.
+    bool same_as_previous(std::size_t a, index_t x) const noexcept {
+        if (x == 0 || p_.geometry.dilations[a] != 1) return false;
+        const window* c = p_.covers(a);
+        return c[x].first == c[x - 1].first && c[x].count == c[x - 1].count;
+    }
+
+    void plane(buffers& b, const T* go, T* gi) const {
+        const pool_geometry<R>& g = p_.geometry;
+        const std::size_t row_bytes = static_cast<std::size_t>(W_) * sizeof(T);
+        if constexpr (R == 1) {
+            b.rows[0] = go;
+            b.factor[0] = T(1);
+            row(b, 1, gi);
+        } else if constexpr (R == 2) {
+            for (index_t h = 0; h < g.input[0]; ++h) {
+                T* dst = gi + h * W_;
+                if (same_as_previous(0, h)) {
+                    std::memcpy(dst, dst - W_, row_bytes);
+                    continue;
+                }
+                index_t n = 0;
+                taps(0, h, [&](index_t o, index_t f) {
+                    b.rows[n] = go + o * Wo_;
+                    b.factor[n++] = static_cast<T>(f);
+                });
+                row(b, n, dst);
             }
         } else {
-            // even[m] = sum_{j even} share[m - j/2], odd[m] = sum_{j odd} share[m - (j-1)/2].
-            for (index_t m = 0; 2 * m < len_; m += L) {
-                V e = V::load(sh + m), o = V::splat(T(0));
-                for (index_t j = 2; j < k_; j += 2) e = e + V::load(sh + m - j / 2);
-                for (index_t j = 1; j < k_; j += 2) o = (j == 1 ? V::load(sh + m) : o + V::load(sh + m - (j - 1) / 2));
+            const index_t H = g.input[1], Ho = g.output[1], HW = H * W_;
+            for (index_t z = 0; z < g.input[0]; ++z) {
+                T* slab = gi + z * HW;
+                if (same_as_previous(0, z)) {
+                    std::memcpy(slab, slab - HW, row_bytes * static_cast<std::size_t>(H));
+                    continue;
+                }
+                index_t nz = 0;
+                taps(0, z, [&](index_t o, index_t f) {
+                    b.outer_o[nz] = o;
+                    b.outer_f[nz++] = f;
+                });
+                for (index_t h = 0; h < H; ++h) {
+                    T* dst = slab + h * W_;
+                    if (same_as_previous(1, h)) {
+                        std::memcpy(dst, dst - W_, row_bytes);
+                        continue;
+                    }
+                    index_t n = 0;
+                    for (index_t i = 0; i < nz; ++i)
+                        taps(1, h, [&](index_t o, index_t f) {
+                            b.rows[n] = go + (b.outer_o[i] * Ho + o) * Wo_;
+                            // Exact: the product is at most max_divisor.
+                            b.factor[n++] = static_cast<T>(b.outer_f[i] * f);
+                        });
+                    row(b, n, dst);
+                }
+            }
+        }
+    }
+
+    // One output-gradient row g with outer factor f, divided and expanded into input row dst.
+    void expand(buffers& b, const T* g, T f, T* dst) const {
+        T* sh = b.sp + front_;
+        shares(&g, &f, 1, sh);
+        horizontal(b, sh, dst);
+    }
+
+    // dst[0, w) = the sum of the n expanded rows listed.
+    template <int N>
+    static void sum_rows(const T* const* rows, index_t n, T* dst, index_t w) noexcept {
+        index_t x = 0;
+        for (; x + L <= w; x += L) vsum<N>(rows, n, x).store(dst + x);
+        for (; x < w; ++x) {
+            T acc = rows[0][x];
+            for (index_t i = 1; i < n; ++i) acc += rows[i][x];
+            dst[x] = acc;
+        }
+    }
+    static void sum_rows(const T* const* rows, index_t n, T* dst, index_t w) noexcept {
+        switch (n) {
+            case 0: std::fill(dst, dst + w, T(0)); break;  // no window taps this row
+            case 1: std::memcpy(dst, rows[0], static_cast<std::size_t>(w) * sizeof(T)); break;
+            case 2: sum_rows<2>(rows, n, dst, w); break;
+            case 3: sum_rows<3>(rows, n, dst, w); break;
+            case 4: sum_rows<4>(rows, n, dst, w); break;
+            default: sum_rows<0>(rows, n, dst, w); break;
+        }
+    }
+
+    // The flat order: shares of every outer output row r at sp[front + r * pitch], expanded
+    // in one pass to exp[r * s * pitch + P] (padded position P of that row), then each input
+    // row sums the expanded rows that tap it (input column x is P = pb + x).
+    void plane_flat(buffers& b, const T* go, T* gi) const {
+        const pool_geometry<R>& g = p_.geometry;
+        const std::size_t row_bytes = static_cast<std::size_t>(W_) * sizeof(T);
+        const window* w0 = p_.axis(0);
+        T* sh = b.sp + front_;
+        T* exp = b.ring;
+        const index_t epitch = s_ * pitch_;
+        if constexpr (R == 2) {
+            for (index_t oh = 0; oh < g.output[0]; ++oh) {
+                if (w0[oh].count == 0) continue;  // never gathered
+                const T* row = go + oh * Wo_;
+                const T f = static_cast<T>(w0[oh].divisor);
+                shares(&row, &f, 1, sh + oh * pitch_);
+            }
+        } else if constexpr (R == 3) {
+            const window* w1 = p_.axis(1);
+            const index_t Ho = g.output[1];
+            for (index_t od = 0; od < g.output[0]; ++od) {
+                if (w0[od].count == 0) continue;
+                for (index_t oh = 0; oh < Ho; ++oh) {
+                    if (w1[oh].count == 0) continue;
+                    const T* row = go + (od * Ho + oh) * Wo_;
+                    const T f = static_cast<T>(w0[od].divisor * w1[oh].divisor);  // exact, <= max_divisor
+                    shares(&row, &f, 1, sh + (od * Ho + oh) * pitch_);
+                }
+            }
+        }
+        const index_t total = flat_rows_ * pitch_;
+        if (s_ == 1) {
+            for (index_t P = 0; P < total; P += L) {
+                V acc = V::load(sh + P);
+                for (index_t j = 1; j < k_; ++j) acc = acc + V::load(sh + P - j * d_);
+                acc.store(exp + P);
+            }
+        } else {
+            for (index_t m = 0; m < total; m += L) {
+                V e, o;
+                phases(sh + m, e, o);
                 V lo, hi;
                 interleave2(e, o, lo, hi);
-                lo.store(hb + 2 * m);
-                hi.store(hb + 2 * m + L);
+                lo.store(exp + 2 * m);
+                hi.store(exp + 2 * m + L);
             }
+        }
+        exp += pb_;
+        if constexpr (R == 2) {
+            for (index_t h = 0; h < g.input[0]; ++h) {
+                T* dst = gi + h * W_;
+                if (same_as_previous(0, h)) {
+                    std::memcpy(dst, dst - W_, row_bytes);
+                    continue;
+                }
+                index_t n = 0;
+                taps(0, h, [&](index_t o, index_t) { b.rows[n++] = exp + o * epitch; });
+                sum_rows(b.rows, n, dst, cols_);
+                std::fill(dst + cols_, dst + W_, T(0));
+            }
+        } else if constexpr (R == 3) {
+            const index_t H = g.input[1], Ho = g.output[1], HW = H * W_;
+            for (index_t z = 0; z < g.input[0]; ++z) {
+                T* slab = gi + z * HW;
+                if (same_as_previous(0, z)) {
+                    std::memcpy(slab, slab - HW, row_bytes * static_cast<std::size_t>(H));
+                    continue;
+                }
+                index_t nz = 0;
+                taps(0, z, [&](index_t o, index_t) { b.outer_o[nz++] = o; });
+                for (index_t h = 0; h < H; ++h) {
+                    T* dst = slab + h * W_;
+                    if (same_as_previous(1, h)) {
+                        std::memcpy(dst, dst - W_, row_bytes);
+                        continue;
+                    }
+                    index_t n = 0;
+                    for (index_t i = 0; i < nz; ++i) {
+                        const T* at = exp + b.outer_o[i] * Ho * epitch;
+                        taps(1, h, [&](index_t o, index_t) { b.rows[n++] = at + o * epitch; });
+                    }
+                    sum_rows(b.rows, n, dst, cols_);
+                    std::fill(dst + cols_, dst + W_, T(0));
+                }
+            }
+        } else {
+            (void)gi, (void)row_bytes, (void)epitch;  // R = 1: never flat
         }
     }
 
-    // Any stride, dilation or adaptive window: scatter each share tap by tap.
-    void scatter_row(T* hb, const T* go, const window* w, bool fixed, T outer_t) const {
-        std::fill(hb, hb + len_, T(0));
-        for (index_t ow = 0; ow < Wo_; ++ow) {
-            if (w[ow].count == 0) continue;  // taps only in padding
-            const T div = fixed ? outer_t : outer_t * static_cast<T>(w[ow].divisor);
-            if (div == T(0)) continue;
-            const T share = go[ow] / div;
-            if (p_.adaptive) {
-                for (index_t i = 0; i < w[ow].count; ++i) hb[w[ow].first + i] += share;
+    // The ring order. Cover ranges only move forward along an axis, so the outputs of the
+    // current input row are the last ones expanded, and at most cap_ of them are live.
+    void plane_ring(buffers& b, const T* go, T* gi) const {
+        const pool_geometry<R>& g = p_.geometry;
+        const std::size_t row_bytes = static_cast<std::size_t>(W_) * sizeof(T);
+        const window* w0 = p_.axis(0);
+        index_t next = 0;  // outputs of axis 0 below this are expanded (or never needed)
+        if constexpr (R == 2) {
+            for (index_t h = 0; h < g.input[0]; ++h) {
+                T* dst = gi + h * W_;
+                if (same_as_previous(0, h)) {
+                    std::memcpy(dst, dst - W_, row_bytes);
+                    continue;
+                }
+                const window& c = p_.covers(0)[h];
+                for (index_t o = std::max(next, c.first); o < c.first + c.count; ++o)
+                    if (w0[o].count > 0)  // a window with no tap is never gathered
+                        expand(b, go + o * Wo_, static_cast<T>(w0[o].divisor), b.ring + (o % cap_) * slot_);
+                next = std::max(next, c.first + c.count);
+                index_t n = 0;
+                taps(0, h, [&](index_t o, index_t) { b.rows[n++] = b.ring + (o % cap_) * slot_; });
+                sum_rows(b.rows, n, dst, W_);
+            }
+        } else if constexpr (R == 3) {
+            const index_t H = g.input[1], Ho = g.output[1], HW = H * W_;
+            const window* w1 = p_.axis(1);
+            for (index_t z = 0; z < g.input[0]; ++z) {
+                T* slab = gi + z * HW;
+                if (same_as_previous(0, z)) {
+                    std::memcpy(slab, slab - HW, row_bytes * static_cast<std::size_t>(H));
+                    continue;
+                }
+                const window& c = p_.covers(0)[z];
+                for (index_t od = std::max(next, c.first); od < c.first + c.count; ++od) {
+                    if (w0[od].count == 0) continue;
+                    T* at = b.ring + (od % cap_) * slot_;
+                    for (index_t oh = 0; oh < Ho; ++oh)
+                        if (w1[oh].count > 0)  // exact: the product is at most max_divisor
+                            expand(b, go + (od * Ho + oh) * Wo_, static_cast<T>(w0[od].divisor * w1[oh].divisor),
+                                   at + oh * W_);
+                }
+                next = std::max(next, c.first + c.count);
+                index_t nz = 0;
+                taps(0, z, [&](index_t o, index_t) { b.outer_o[nz++] = o; });
+                for (index_t h = 0; h < H; ++h) {
+                    T* dst = slab + h * W_;
+                    if (same_as_previous(1, h)) {
+                        std::memcpy(dst, dst - W_, row_bytes);
+                        continue;
+                    }
+                    index_t n = 0;
+                    for (index_t i = 0; i < nz; ++i) {
+                        const T* at = b.ring + (b.outer_o[i] % cap_) * slot_;
+                        taps(1, h, [&](index_t o, index_t) { b.rows[n++] = at + o * W_; });
+                    }
+                    sum_rows(b.rows, n, dst, W_);
+                }
+            }
+        } else {
+            (void)b, (void)go, (void)gi, (void)g, (void)row_bytes, (void)w0, (void)next;  // R = 1: no ring
+        }
+    }
+
+    void horizontal(buffers& b, const T* sh, T* dst) const noexcept {
+        switch (mode_) {
+            case hmode::gather1: gather1(sh, dst); break;
+            case hmode::gather2: gather2(sh, dst); break;
+            default: scatter(b.hb, sh, dst); break;
+        }
+    }
+
+    // One input row from the n output-gradient rows (and outer factors) listed in b.
+    void row(buffers& b, index_t n, T* dst) const {
+        if (n == 0) {  // no window taps this row
+            std::fill(dst, dst + W_, T(0));
+            return;
+        }
+        T* sh = b.sp + front_;
+        shares(b.rows, b.factor, n, sh);
+        horizontal(b, sh, dst);
+    }
+
+    // sh[u] = sum over the listed rows of g[u] / divisor: the outer factors summed out first
+    // when they agree (the common case: then one division per output, as in forward).
+    template <int N>
+    static V vsum(const T* const* rows, index_t n, index_t u) noexcept {
+        V acc = V::load(rows[0] + u);
+        if constexpr (N > 0) {
+            for (int i = 1; i < N; ++i) acc = acc + V::load(rows[i] + u);
+        } else {
+            for (index_t i = 1; i < n; ++i) acc = acc + V::load(rows[i] + u);
+        }
+        return acc;
+    }
+    template <int N>
+    void shares_same(const T* const* rows, index_t n, T f, T* sh) const noexcept {
+        const V fv = V::splat(f);
+        index_t u = 0;
+        if (fixed_) {
+            for (; u + L <= Wo_; u += L) (vsum<N>(rows, n, u) / fv).store(sh + u);
+        } else {
+            for (; u + L <= Wo_; u += L) (vsum<N>(rows, n, u) / (fv * V::load(bdiv_ + u))).store(sh + u);
+        }
+        for (; u < Wo_; ++u) {
+            T acc = rows[0][u];
+            for (index_t i = 1; i < n; ++i) acc += rows[i][u];
+            sh[u] = fixed_ ? acc / f : acc / (f * bdiv_[u]);
+        }
+    }
+    void shares(const T* const* rows, const T* factor, index_t n, T* sh) const noexcept {
+        bool same = true;
+        for (index_t i = 1; i < n; ++i) same = same && factor[i] == factor[0];
+        if (fixed_ || same) {
+            const T f = fixed_ ? override_ : factor[0];
+            switch (n) {
+                case 1: shares_same<1>(rows, n, f, sh); break;
+                case 2: shares_same<2>(rows, n, f, sh); break;
+                case 3: shares_same<3>(rows, n, f, sh); break;
+                default: shares_same<0>(rows, n, f, sh); break;
+            }
+            return;
+        }
+        // Rows at the edges of the outer axes: one division per row.
+        index_t u = 0;
+        for (; u + L <= Wo_; u += L) {
+            V acc = V::load(rows[0] + u) / V::splat(factor[0]);
+            for (index_t i = 1; i < n; ++i) acc = acc + V::load(rows[i] + u) / V::splat(factor[i]);
+            (acc / V::load(bdiv_ + u)).store(sh + u);
+        }
+        for (; u < Wo_; ++u) {
+            T acc = rows[0][u] / factor[0];
+            for (index_t i = 1; i < n; ++i) acc += rows[i][u] / factor[i];
+            sh[u] = acc / bdiv_[u];
+        }
+    }
+
+    // Stores the 0 < m <= 2L values in v (lo, hi) that fall in dst[0, cols) from column x on.
+    void store_part(T* dst, index_t x, const T* v, index_t m) const noexcept {
+        const index_t from = std::max<index_t>(0, -x), to = std::min(m, cols_ - x);
+        for (index_t i = from; i < to; ++i) dst[x + i] = v[i];
+    }
+
+    // Stride 1: input column x (padded position P = x + pb) gathers the shares of outputs
+    // P - j * d, j < k; outputs outside [0, Wo) read the zero borders.
+    void gather1(const T* sh, T* dst) const noexcept {
+        index_t x = 0;
+        for (; x < cols_; x += L) {
+            const T* at = sh + x + pb_;
+            V acc = V::load(at);
+            for (index_t j = 1; j < k_; ++j) acc = acc + V::load(at - j * d_);
+            if (x + L <= cols_) {
+                acc.store(dst + x);
             } else {
-                T* at = hb + ow * s_;
-                for (index_t j = 0; j < k_; ++j) at[j * d_] += share;
+                T tmp[V::width];
+                acc.store(tmp);
+                store_part(dst, x, tmp, L);
             }
         }
+        std::fill(dst + cols_, dst + W_, T(0));  // beyond every window
+    }
+
+    // Stride 2: the even (e) and odd (o) positions 2m, 2m + 1 of the padded row, for the L
+    // values of m from at = sh + m.
+    void phases(const T* at, V& e, V& o) const noexcept {
+        e = V::load(at);
+        o = V::splat(T(0));
+        if (d_ % 2 != 0) {
+            for (index_t j = 2; j < k_; j += 2) e = e + V::load(at - j * d_ / 2);
+            for (index_t j = 1; j < k_; j += 2) o = o + V::load(at - (j * d_ - 1) / 2);
+        } else {
+            for (index_t j = 1; j < k_; ++j) e = e + V::load(at - j * d_ / 2);
+        }
+    }
+
+    // Stride 2, in the two phases of the padded row: position 2m gathers the shares of
+    // outputs m - j * d / 2 over taps j with j * d even, position 2m + 1 those of
+    // m - (j * d - 1) / 2 with j * d odd; the phases are interleaved in registers.
+    void gather2(const T* sh, T* dst) const noexcept {
+        const index_t m_end = (pb_ + cols_ + 1) / 2;
+        for (index_t m = pb_ / 2; m < m_end; m += L) {
+            V e, o;
+            phases(sh + m, e, o);
+            V lo, hi;
+            interleave2(e, o, lo, hi);
+            const index_t x = 2 * m - pb_;
+            if (x >= 0 && x + 2 * L <= cols_) {
+                lo.store(dst + x);
+                hi.store(dst + x + L);
+            } else {
+                T tmp[2 * V::width];
+                lo.store(tmp);
+                hi.store(tmp + L);
+                store_part(dst, x, tmp, 2 * L);
+            }
+        }
+        std::fill(dst + cols_, dst + W_, T(0));
+    }
+
+    // Stride >= 3 and adaptive windows: each share added to its taps in the padded row.
+    void scatter(T* hb, const T* sh, T* dst) const noexcept {
+        std::fill(hb, hb + len_, T(0));
+        const window* w = p_.axis(R - 1);
+        for (index_t ow = 0; ow < Wo_; ++ow) {
+            if (w[ow].count == 0) continue;  // taps only in padding
+            if (p_.adaptive) {
+                for (index_t i = 0; i < w[ow].count; ++i) hb[w[ow].first + i] += sh[ow];
+            } else {
+                T* at = hb + ow * s_;
+                for (index_t j = 0; j < k_; ++j) at[j * d_] += sh[ow];
+            }
+        }
+        std::copy(hb + pb_, hb + pb_ + cols_, dst);
+        std::fill(dst + cols_, dst + W_, T(0));
     }
 
     const plan_data<R>& p_;
-    index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, len_ = 0, cols_ = 0;
-    bool gather_ = false;
+    index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, len_ = 0, cols_ = 0, front_ = 0;
+    hmode mode_ = hmode::scatter;
+    bool fixed_ = false, ring_ = false, flat_ = false;
+    index_t cap_ = 1, slot_ = 0, pitch_ = 0, flat_rows_ = 0;
+    T override_ = T(1);
     const T* bdiv_ = nullptr;
 };
 
