@@ -94,8 +94,24 @@ public:
         const T* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * n_;
         for (index_t item = item_begin; item < item_end; ++item) {
             const T* src = in + item * n_;
-            for (index_t s0 = 0; s0 < n_; s0 += m_) horizontal(in, in_end, src + s0, hs + s0);
-            vertical(buf.data(), out + item * n_);
+            T* dst = out + item * n_;
+            if (m_ == n_) {
+                horizontal(in, in_end, src, hs);
+                vertical(buf.data(), dst, 0, n_);
+                continue;
+            }
+            // Row segments: each output row right after its last input row, so the horizontal
+            // sums it reads are still in L1 (a 112x112 plane's sums are not).
+            index_t done = 0;  // output rows written
+            for (index_t r = 0; r < H_; ++r) {
+                horizontal(in, in_end, src + r * W_, hs + r * W_);
+                const index_t ready = std::min(H_, pt_ + r + 2 - kh_);  // rows h with h + kh - 1 <= pt + r
+                if (ready > done) {
+                    vertical(buf.data(), dst, done * W_, ready * W_);
+                    done = ready;
+                }
+            }
+            if (done < H_) vertical(buf.data(), dst, done * W_, n_);
         }
     }
 
@@ -118,9 +134,15 @@ private:
     template <int K>
     void hseg(const T* in, const T* in_end, const T* src, T* dst) const {
         const index_t ms = stride_;
+        // With one row per segment, vectors whose every tap stays inside the row need no masks.
+        const index_t ilo = m_ == W_ ? pl_ : m_, ihi = W_ - L - K + 1 + pl_;
         for (index_t i = 0; i < m_; i += L) {
             const T* lo = src + i - pl_;
-            if (lo >= in && lo + K - 1 + L <= in_end) {
+            if (i >= ilo && i <= ihi) {
+                V acc = V::load(lo);
+                for (int j = 1; j < K; ++j) acc = acc + V::load(lo + j);
+                acc.store(dst + i);
+            } else if (lo >= in && lo + K - 1 + L <= in_end) {
                 const T* mk = masks_ + i;
                 V acc = V::load(lo).bit_and(V::load(mk));
                 for (int j = 1; j < K; ++j) acc = acc + V::load(lo + j).bit_and(V::load(mk + j * ms));
@@ -140,20 +162,21 @@ private:
         }
     }
 
-    void vertical(const T* hs, T* out) const {
+    // Outputs [i0, i1) of a plane; i1 is n_ or a row boundary.
+    void vertical(const T* hs, T* out, index_t i0, index_t i1) const {
         switch (kh_) {
-            case 1: vrows<1>(hs, out); break;
-            case 2: vrows<2>(hs, out); break;
-            case 3: vrows<3>(hs, out); break;
-            case 4: vrows<4>(hs, out); break;
-            case 5: vrows<5>(hs, out); break;
-            case 6: vrows<6>(hs, out); break;
-            default: vrows<7>(hs, out); break;
+            case 1: vrows<1>(hs, out, i0, i1); break;
+            case 2: vrows<2>(hs, out, i0, i1); break;
+            case 3: vrows<3>(hs, out, i0, i1); break;
+            case 4: vrows<4>(hs, out, i0, i1); break;
+            case 5: vrows<5>(hs, out, i0, i1); break;
+            case 6: vrows<6>(hs, out, i0, i1); break;
+            default: vrows<7>(hs, out, i0, i1); break;
         }
     }
 
     template <int K>
-    void vrows(const T* hs, T* out) const {
+    void vrows(const T* hs, T* out, index_t i0, index_t i1) const {
         const bool average = op_ == pool_op::average;
         const index_t W = W_;
         auto at = [&](index_t i) {
@@ -161,12 +184,16 @@ private:
             for (int t = 1; t < K; ++t) acc = acc + V::load(hs + i + t * W);
             return average ? acc * V::load(rgrid_ + i) : acc;
         };
-        index_t i = 0;
-        for (; i + L <= n_; i += L) at(i).store(out + i);
-        if (i < n_) {  // the plane's last partial vector: never write past the plane
-            T tmp[L];
-            at(i).store(tmp);
-            std::memcpy(out + i, tmp, static_cast<std::size_t>(n_ - i) * sizeof(T));
+        index_t i = i0;
+        for (; i + L <= i1; i += L) at(i).store(out + i);
+        if (i < i1) {
+            if (i + L <= n_) {
+                at(i).store(out + i);  // spills into rows written later by this same call
+            } else {  // the plane's last partial vector: never write past the plane
+                T tmp[L];
+                at(i).store(tmp);
+                std::memcpy(out + i, tmp, static_cast<std::size_t>(i1 - i) * sizeof(T));
+            }
         }
     }
 
