@@ -215,6 +215,36 @@ TEST(FlatKernel, Rank2MatchesReference) {
     flat_suite<double, 2>(100);
 }
 
+// backward() through the same-grid kernel's transpose against the reference backward, with
+// the bound of the forward sum applied to the scaled gradients (sum of |g| / divisor).
+template <class T>
+void compare_backward(const avgpool::dims<4>& shape, const avgpool::pool_attrs<2>& a, std::mt19937_64& gen,
+                      const std::string& trace) {
+    SCOPED_TRACE(trace + " (backward)");
+    auto plan = avgpool::pooling<2>::create(shape, a);
+    ASSERT_TRUE(plan);
+    const auto& d = avgpool::detail::plan_access::data(*plan);
+    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    std::vector<T> g(static_cast<std::size_t>(plan->output_size())), absg(g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) {
+        g[i] = static_cast<T>(dist(gen));
+        absg[i] = std::fabs(g[i]);
+    }
+    const std::size_t n = static_cast<std::size_t>(plan->input_size());
+    std::vector<T> fast(n, T(1e30)), ref(n), ref_abs(n);
+    const index_t items = shape[0] * shape[1];
+    avgpool::detail::same_kernel<T, 2>(d, avgpool::detail::pool_op::sum, true).run_backward(g.data(), fast.data(), 0, items);
+    avgpool::detail::reference_backward<T, 2>(d, g.data(), ref.data(), 0, items);
+    avgpool::detail::reference_backward<T, 2>(d, absg.data(), ref_abs.data(), 0, items);
+    const double ksum = static_cast<double>(a.kernel[0] + a.kernel[1]);
+    for (std::size_t i = 0; i < n; ++i) {
+        const double bound = 4 * ksum * eps<T>() * static_cast<double>(ref_abs[i]) * (1 + 1e-6) +
+                             std::numeric_limits<T>::denorm_min();
+        ASSERT_LE(std::fabs(static_cast<double>(fast[i]) - static_cast<double>(ref[i])), bound)
+            << "input " << i << ": fast " << fast[i] << " reference " << ref[i];
+    }
+}
+
 // The same-grid kernel (2-D, stride 1, output grid = input grid): every kernel size 1-7 on
 // both axes, every split of the padding, planes from 1x1 to wider than one mask segment.
 template <class T>
@@ -241,12 +271,14 @@ void same_suite(int cases) {
         a.divisor_override = pick(0, 5) == 0 ? pick(1, 30) : 0;
         compare<T, 2>(shape, a, gen, describe<2>(shape, a, seed), kernel_kind::same);
         if (::testing::Test::HasFatalFailure()) return;
+        compare_backward<T>(shape, a, gen, describe<2>(shape, a, seed));
+        if (::testing::Test::HasFatalFailure()) return;
         ++ran;
     }
     EXPECT_EQ(ran, cases);
 }
 
-TEST(SameKernel, MatchesReference) {
+TEST(SameKernel, ForwardAndBackwardMatchReference) {
     same_suite<float>(400);
     same_suite<double>(150);
 }

@@ -202,6 +202,13 @@ public:
         if (grad_in == nullptr) return detail::null_pointer_error("grad_in");
         const index_t items = d_.input_shape[0] * d_.input_shape[1];
         if constexpr (std::is_floating_point<T>::value) {
+            if (detail::same_applicable<T, R>(d_)) {
+                const detail::same_kernel<T, R> kernel(d_, detail::pool_op::sum, true);
+                exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) {
+                    kernel.run_backward(grad_out, grad_in, b, e);
+                });
+                return status{};
+            }
             if (detail::backward_cf_applicable<T, R>(d_)) {
                 const detail::backward_cf<T, R> kernel(d_);
                 exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
@@ -315,12 +322,18 @@ private:
     // (i mod W) + j - pad_left lies inside the row and i is inside the segment.
     void build_same_masks() {
         const pool_geometry<R>& g = d_.geometry;
-        const index_t W = g.input[R - 1], kw = g.kernel[R - 1], pl = g.pads_begin[R - 1];
+        const index_t kw = g.kernel[R - 1], pl = g.pads_begin[R - 1];
+        build_same_masks(pl, d_.same_mask_f, d_.same_mask_d);
+        build_same_masks(kw - 1 - pl, d_.same_bmask_f, d_.same_bmask_d);
+    }
+    void build_same_masks(index_t pl, std::vector<float>& mask_f, std::vector<double>& mask_d) {
+        const pool_geometry<R>& g = d_.geometry;
+        const index_t W = g.input[R - 1], kw = g.kernel[R - 1];
         const index_t m = detail::same_segment<R>(d_);
         constexpr index_t slack = 64;  // >= any vector width
         const std::size_t size = static_cast<std::size_t>(kw * (m + slack));
-        d_.same_mask_f.assign(size, 0.0f);
-        d_.same_mask_d.assign(size, 0.0);
+        mask_f.assign(size, 0.0f);
+        mask_d.assign(size, 0.0);
         const std::uint32_t ones32 = ~std::uint32_t(0);
         const std::uint64_t ones64 = ~std::uint64_t(0);
         for (index_t j = 0; j < kw; ++j)
@@ -328,8 +341,8 @@ private:
                 const index_t x = i % W + j - pl;
                 if (x < 0 || x >= W) continue;
                 const std::size_t at = static_cast<std::size_t>(j * (m + slack) + i);
-                std::memcpy(&d_.same_mask_f[at], &ones32, sizeof ones32);
-                std::memcpy(&d_.same_mask_d[at], &ones64, sizeof ones64);
+                std::memcpy(&mask_f[at], &ones32, sizeof ones32);
+                std::memcpy(&mask_d[at], &ones64, sizeof ones64);
             }
     }
 

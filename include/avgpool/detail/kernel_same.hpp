@@ -70,18 +70,20 @@ class same_kernel {
     static constexpr index_t L = static_cast<index_t>(V::width);
 
 public:
-    same_kernel(const plan_data<R>& p, pool_op op) : p_(p), op_(op) {
+    /// transpose: the kernel of backward() instead, the same sum over the flipped window
+    /// (pads kernel - 1 - pad), which at stride 1 is exactly the set of outputs covering an input.
+    same_kernel(const plan_data<R>& p, pool_op op, bool transpose = false) : p_(p), op_(op) {
         const pool_geometry<R>& g = p.geometry;
         H_ = g.input[0];
         W_ = g.input[1];
         kh_ = g.kernel[0];
         kw_ = g.kernel[1];
-        pt_ = g.pads_begin[0];
-        pl_ = g.pads_begin[1];
+        pt_ = transpose ? kh_ - 1 - g.pads_begin[0] : g.pads_begin[0];
+        pl_ = transpose ? kw_ - 1 - g.pads_begin[1] : g.pads_begin[1];
         n_ = H_ * W_;
         m_ = same_segment<R>(p);
         stride_ = m_ + 64;  // the slack build_same_masks() leaves per tap
-        masks_ = p.template same_masks<T>();
+        masks_ = p.template same_masks<T>(transpose);
         rgrid_ = p.template same_reciprocals<T>();
     }
 
@@ -90,29 +92,49 @@ public:
         // Zero rows above and below the plane's horizontal sums stand for the padding;
         // written once per call, the passes never touch them.
         std::vector<T> buf(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), T(0));
-        T* hs = buf.data() + pt_ * W_;
         const T* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * n_;
+        for (index_t item = item_begin; item < item_end; ++item) plane(in, in_end, in + item * n_, out + item * n_, buf.data());
+    }
+
+    /// backward() on a kernel made with transpose = true and pool_op::sum: each plane of
+    /// grad_out times 1 / divisor, then summed over the flipped windows into grad_in.
+    void run_backward(const T* grad_out, T* grad_in, index_t item_begin, index_t item_end) const {
+        std::vector<T> buf(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), T(0));
+        // The scaled plane, between zeros: the horizontal pass's vector reads past either
+        // end stay inside this buffer (masked lanes, so the zeros are never summed).
+        const index_t margin = kw_ + L;
+        std::vector<T> scaled(static_cast<std::size_t>(n_ + 2 * margin), T(0));
+        T* gs = scaled.data() + margin;
         for (index_t item = item_begin; item < item_end; ++item) {
-            const T* src = in + item * n_;
-            T* dst = out + item * n_;
-            if (m_ == n_) {
-                horizontal(in, in_end, src, hs);
-                vertical(buf.data(), dst, 0, n_);
-                continue;
-            }
-            // Row segments: each output row right after its last input row, so the horizontal
-            // sums it reads are still in L1 (a 112x112 plane's sums are not).
-            index_t done = 0;  // output rows written
-            for (index_t r = 0; r < H_; ++r) {
-                horizontal(in, in_end, src + r * W_, hs + r * W_);
-                const index_t ready = std::min(H_, pt_ + r + 2 - kh_);  // rows h with h + kh - 1 <= pt + r
-                if (ready > done) {
-                    vertical(buf.data(), dst, done * W_, ready * W_);
-                    done = ready;
-                }
-            }
-            if (done < H_) vertical(buf.data(), dst, done * W_, n_);
+            const T* g = grad_out + item * n_;
+            index_t i = 0;
+            for (; i + L <= n_; i += L) (V::load(g + i) * V::load(rgrid_ + i)).store(gs + i);
+            for (; i < n_; ++i) gs[i] = g[i] * rgrid_[i];
+            plane(scaled.data(), scaled.data() + scaled.size(), gs, grad_in + item * n_, buf.data());
         }
+    }
+
+private:
+    // One plane: src inside [in, in_end), which bounds the vector reads.
+    void plane(const T* in, const T* in_end, const T* src, T* dst, T* buf) const {
+        T* hs = buf + pt_ * W_;
+        if (m_ == n_) {
+            horizontal(in, in_end, src, hs);
+            vertical(buf, dst, 0, n_);
+            return;
+        }
+        // Row segments: each output row right after its last input row, so the horizontal
+        // sums it reads are still in L1 (a 112x112 plane's sums are not).
+        index_t done = 0;  // output rows written
+        for (index_t r = 0; r < H_; ++r) {
+            horizontal(in, in_end, src + r * W_, hs + r * W_);
+            const index_t ready = std::min(H_, pt_ + r + 2 - kh_);  // rows h with h + kh - 1 <= pt + r
+            if (ready > done) {
+                vertical(buf, dst, done * W_, ready * W_);
+                done = ready;
+            }
+        }
+        if (done < H_) vertical(buf, dst, done * W_, n_);
     }
 
 private:

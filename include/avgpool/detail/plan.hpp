@@ -54,6 +54,9 @@ struct plan_data {
     // reads inside its row, else 0 (also past m); empty when that kernel does not apply.
     std::vector<float> same_mask_f;
     std::vector<double> same_mask_d;
+    // The same for backward's flipped windows (pad_left' = kernel - 1 - pad_left).
+    std::vector<float> same_bmask_f;
+    std::vector<double> same_bmask_d;
     // And its 1 / divisor per output of a plane (rounded once from the exact divisor).
     std::vector<float> same_rdiv_f;
     std::vector<double> same_rdiv_d;
@@ -68,11 +71,11 @@ struct plan_data {
     }
 
     template <class T>
-    const T* same_masks() const noexcept {
+    const T* same_masks(bool transpose) const noexcept {
         if constexpr (sizeof(T) == sizeof(float)) {
-            return same_mask_f.data();
+            return transpose ? same_bmask_f.data() : same_mask_f.data();
         } else {
-            return same_mask_d.data();
+            return transpose ? same_bmask_d.data() : same_mask_d.data();
         }
     }
 
