@@ -2,7 +2,8 @@
 // a memcpy of the same input + output bytes, and oneDNN when it was found, all in this process;
 // channels-first rows (avgpool/, onednn/) and, for the average and global shapes,
 // channels-last rows (avgpool_cl/, onednn_cl/: N[D]HWC, oneDNN's nwc / nhwc / ndhwc). Counters: bytes_per_second of input + output; compare times across the rows
-// of one shape (avgpool / memcpy, avgpool / oneDNN).
+// of one shape (avgpool / memcpy, avgpool / oneDNN). threads/<shape>/<t> rows: forward through
+// an avgpool::thread_pool of t = 1 or 2 threads (real time).
 //
 //   build/release/bench/avgpool_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
@@ -97,6 +98,42 @@ void bench_avgpool(benchmark::State& state, problem<R> p) {
         benchmark::ClobberMemory();
     }
     state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((in.size() + out.size()) * sizeof(float)));
+}
+
+// forward() through an avgpool::thread_pool of `threads` threads, made once before the timed
+// loop (its workers are started and reused; no thread is created per call). Real time: the
+// work is spread over threads, so the caller's CPU time would undercount it.
+template <std::size_t R>
+void bench_threads(benchmark::State& state, problem<R> p, unsigned threads) {
+    auto plan = avgpool::pooling<R>::create(p.in_shape, p.attrs, p.lay);
+    if (!plan) {
+        state.SkipWithError(plan.error().message().c_str());
+        return;
+    }
+    std::vector<float> in(static_cast<std::size_t>(plan->input_size()), 1.0f);
+    std::vector<float> out(static_cast<std::size_t>(plan->output_size()));
+    const avgpool::thread_pool pool(threads);
+    plan->forward(in.data(), out.data(), pool);  // touch the pages and wake the workers once
+    for (auto _ : state) {
+        plan->forward(in.data(), out.data(), pool);
+        benchmark::DoNotOptimize(out.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((in.size() + out.size()) * sizeof(float)));
+}
+
+// threads/<shape>/<t> rows: t = 1 and 2, k = 3, stride 1, pad 1, N = 1.
+template <std::size_t R>
+void register_threads(const std::string& name, const avgpool::dims<R + 2>& in_shape) {
+    problem<R> p;
+    p.in_shape = in_shape;
+    for (std::size_t i = 0; i < R; ++i) {
+        p.attrs.kernel[i] = 3;
+        p.attrs.pads_begin[i] = p.attrs.pads_end[i] = 1;
+    }
+    for (unsigned t : {1u, 2u})
+        benchmark::RegisterBenchmark(("threads/" + name + "/" + std::to_string(t)).c_str(), bench_threads<R>, p, t)
+            ->UseRealTime();
 }
 
 template <std::size_t R>
@@ -277,6 +314,10 @@ int main(int argc, char** argv) {
         sh.pb[1] = sh.pb[2] = sh.pe[1] = sh.pe[2] = k / 2;
         register_shape<2>(sh);
     }
+    // Thread scaling: many planes (2-D and 3-D), and few channels (split over rows).
+    register_threads<2>("1x256x56x56_k3s1", {1, 256, 56, 56});
+    register_threads<3>("1x64x16x56x56_k3s1", {1, 64, 16, 56, 56});
+    register_threads<2>("1x3x224x224_k3s1", {1, 3, 224, 224});
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

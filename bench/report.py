@@ -5,7 +5,8 @@
                   --benchmark_format=json > out.json
     python3 bench/report.py out.json ../shared/bench/shapes.txt
 
-Uses the median of the repetitions. Ratios are time(avgpool) / time(other), both measured in the
+Uses the median of the repetitions. Also prints the thread-scaling table of the threads/ rows
+(time with 1 thread / time with 2, bar >= 1.6). Ratios are time(avgpool) / time(other), both measured in the
 same process; memcpy copies the same input + output bytes. A shape is memory-bound when its
 kernel volume is at most 9.
 """
@@ -68,6 +69,35 @@ def channels_last_table(times, shapes):
           (": " + ", ".join(fails) if fails else ""))
 
 
+def threads_table(data):
+    """threads/<shape>/<t> rows (forward through a thread_pool of t threads, real time): the
+    speedup time(t = 1) / time(t = 2) per shape, bar >= 1.6 on a 2-core machine."""
+    times = {}  # (shape, threads) -> median real time in ns
+    for b in data["benchmarks"]:
+        if b.get("aggregate_name") != "median" or not b["run_name"].startswith("threads/"):
+            continue
+        parts = b["run_name"].split("/")  # threads, shape, t [, real_time]
+        times[(parts[1], int(parts[2]))] = b["real_time"]
+    shapes = sorted({shape for shape, _ in times})
+    if not shapes:
+        return
+    print()
+    print("Threads (thread_pool, real time):")
+    print()
+    print("| shape | 1 thread us | 2 threads us | speedup | bar (>= 1.6) |")
+    print("|---|---|---|---|---|")
+    misses = 0
+    for shape in shapes:
+        t1, t2 = times.get((shape, 1)), times.get((shape, 2))
+        if not (t1 and t2):
+            continue
+        speedup = t1 / t2
+        misses += speedup < 1.6
+        print(f"| {shape} | {t1 / 1000:.1f} | {t2 / 1000:.1f} | {speedup:.2f} | "
+              f"{'ok' if speedup >= 1.6 else 'MISS'} |")
+    print(f"\nThread rows missing the 1.6x bar: {misses} of {len(shapes)}")
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -75,7 +105,7 @@ def main():
     shapes = read_shapes(sys.argv[2])
     times = {}  # (impl, shape, divisor) -> median real time in ns
     for b in data["benchmarks"]:
-        if b.get("aggregate_name") != "median":
+        if b.get("aggregate_name") != "median" or b["run_name"].startswith("threads/"):
             continue
         impl, rest = b["run_name"].split("/", 1)
         shape, _, divisor = rest.rpartition("/") if "/" in rest else (rest, "", "")
@@ -113,6 +143,7 @@ def main():
     print(f"Rows missing a bar: {len(fails)} of {len(logs)}")
 
     channels_last_table(times, shapes)
+    threads_table(data)
 
     # Backward against forward (same shape, exclude-pad), bar <= 1.5.
     print()

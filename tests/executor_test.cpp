@@ -1,18 +1,24 @@
 // Executors: avgpool::sequential, avgpool::thread_pool, and a user lambda. Coverage of every
 // index exactly once, a partition fixed by (count, threads), real parallelism, reuse,
-// concurrent and nested calls, exception propagation. Also meant to run under TSan.
+// concurrent and nested calls, exception propagation; pooling results bit-identical whatever
+// the executor, on every kernel path, few planes split over rows. Also run under TSan
+// (avgpool_tsan_tests).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
+#include <avgpool/avgpool.hpp>
 #include <avgpool/executor.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <mutex>
+#include <random>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <type_traits>
 #include <utility>
@@ -305,6 +311,264 @@ TEST(Executor, AllKindsAgree) {
         t.join();
     };
     EXPECT_EQ(sum_indices(two_threads, n), want);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pooling through every executor: bit-identical outputs.
+// ---------------------------------------------------------------------------------------------
+
+// A user's engine that cuts unevenly (pieces of 1, 2, 3, ... items) and runs the pieces out of
+// order on two std::threads.
+struct uneven_executor {
+    template <class F>
+    void operator()(index_t count, F&& fn) const {
+        std::vector<range> pieces;
+        for (index_t b = 0, len = 1; b < count; b += len, ++len) pieces.emplace_back(b, std::min(count, b + len));
+        std::thread other([&] {
+            for (std::size_t i = 1; i < pieces.size(); i += 2) fn(pieces[i].first, pieces[i].second);
+        });
+        for (std::size_t i = pieces.size(); i-- > 0;)
+            if (i % 2 == 0) fn(pieces[i].first, pieces[i].second);
+        other.join();
+    }
+};
+
+template <class T>
+std::vector<T> random_values(std::size_t n, std::uint64_t seed) {
+    std::mt19937_64 gen(seed);
+    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    std::vector<T> v(n);
+    for (T& x : v) x = static_cast<T>(dist(gen));
+    return v;
+}
+
+template <class T>
+bool same_bytes(const std::vector<T>& a, const std::vector<T>& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
+}
+
+// call(exec, out) through sequential, thread_pool(2), thread_pool(3) and uneven_executor: the
+// same bytes each time. Outputs start as different garbage, so a skipped output shows too.
+template <class T, class Call>
+void expect_bit_identical(std::size_t n, const Call& call, const std::string& what) {
+    SCOPED_TRACE(what);
+    static const thread_pool pool2(2), pool3(3);  // created once, reused by every case
+    std::vector<T> want(n, T(1e30));
+    call(avgpool::sequential{}, want.data());
+    std::vector<T> got(n, T(-7));
+    call(pool2, got.data());
+    EXPECT_TRUE(same_bytes(want, got)) << "thread_pool(2)";
+    std::fill(got.begin(), got.end(), T(-8));
+    call(pool3, got.data());
+    EXPECT_TRUE(same_bytes(want, got)) << "thread_pool(3)";
+    std::fill(got.begin(), got.end(), T(-9));
+    call(uneven_executor{}, got.data());
+    EXPECT_TRUE(same_bytes(want, got)) << "uneven user executor";
+}
+
+// forward, sum and backward of one plan through every executor.
+template <class T, std::size_t R>
+void check_plan(const avgpool::result<avgpool::pooling<R>>& plan, const std::string& what) {
+    ASSERT_TRUE(plan) << what;
+    const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
+    const std::size_t n_out = static_cast<std::size_t>(plan->output_size());
+    const std::vector<T> in = random_values<T>(n_in, 1234 + n_in);
+    const std::vector<T> grad = random_values<T>(n_out, 5678 + n_out);
+    expect_bit_identical<T>(n_out, [&](auto&& exec, T* out) { ASSERT_TRUE(plan->forward(in.data(), out, exec)); },
+                            what + " forward");
+    expect_bit_identical<T>(n_out, [&](auto&& exec, T* out) { ASSERT_TRUE(plan->sum(in.data(), out, exec)); },
+                            what + " sum");
+    if (plan->memory_layout() == avgpool::layout::channels_first)
+        expect_bit_identical<T>(
+            n_in, [&](auto&& exec, T* g) { ASSERT_TRUE(plan->backward(grad.data(), g, exec)); }, what + " backward");
+}
+
+template <std::size_t R>
+avgpool::pool_attrs<R> attrs(index_t k, index_t s, index_t pad, index_t dil = 1) {
+    avgpool::pool_attrs<R> a;
+    for (std::size_t i = 0; i < R; ++i) {
+        a.kernel[i] = k;
+        a.strides[i] = s;
+        a.pads_begin[i] = a.pads_end[i] = pad;
+        a.dilations[i] = dil;
+    }
+    return a;
+}
+
+std::string name(const char* path, index_t C) { return std::string(path) + " C=" + std::to_string(C); }
+
+// Planes 1-3 (split over rows) and 40 (one item per plane), every channels-first kernel path.
+template <class T>
+void pooling_suite() {
+    using avgpool::pooling;
+    for (index_t C : {1, 2, 3, 40}) {
+        const index_t H = C == 40 ? 21 : 128, W = C == 40 ? 27 : 131;  // few planes: large ones (split)
+        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, attrs<2>(3, 1, 1)), name("same-grid 3x3 s1 p1", C));
+        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, attrs<2>(2, 2, 0)), name("2x2 s2", C));
+        avgpool::pool_attrs<2> inc = attrs<2>(3, 2, 1);
+        inc.divisor = avgpool::divisor_type::include_pad;
+        inc.rounding = avgpool::rounding_type::ceil_torch;
+        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, inc), name("3x3 s2 include-pad ceil", C));
+        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, attrs<2>(5, 3, 2, 2)), name("5x5 s3 dilation 2", C));
+        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, attrs<2>(9, 1, 4)), name("9x9 s1 p4", C));
+        avgpool::pool_attrs<2> global;
+        global.kernel = {H, W};
+        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, global), name("global", C));
+        check_plan<T, 2>(pooling<2>::create_adaptive({1, C, H, W}, {7, 10}), name("adaptive 7x10", C));
+        check_plan<T, 2>(pooling<2>::create_adaptive({1, C, 100, 170}, {130, 200}), name("adaptive up", C));
+        check_plan<T, 3>(pooling<3>::create({1, C, 12, 36, 40}, attrs<3>(3, 1, 1)), name("3-D 3x3x3 s1 p1", C));
+        check_plan<T, 3>(pooling<3>::create({1, C, 10, 34, 50}, attrs<3>(2, 2, 0, 2)), name("3-D 2x2x2 s2 dil 2", C));
+        check_plan<T, 3>(pooling<3>::create_adaptive({1, C, 10, 34, 50}, {3, 4, 5}), name("3-D adaptive", C));
+        check_plan<T, 1>(pooling<1>::create({1, C, 1000}, attrs<1>(5, 2, 2)), name("1-D 5 s2", C));
+        check_plan<T, 4>(pooling<4>::create({1, C, 8, 9, 10, 24}, attrs<4>(3, 2, 1)), name("4-D (reference)", C));
+        // A divisor not exact in float: the reference path for float, the row kernel for double.
+        avgpool::pool_attrs<2> big = attrs<2>(3, 1, 1);
+        big.divisor_override = 20000001;
+        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, big), name("divisor_override 20000001", C));
+        if (::testing::Test::HasFailure()) return;
+    }
+    // N > 1 with few planes in all, and N * C just below / at the split limit.
+    check_plan<T, 2>(pooling<2>::create({2, 1, 128, 131}, attrs<2>(3, 1, 1)), "N=2 C=1");
+    check_plan<T, 2>(pooling<2>::create({3, 10, 30, 31}, attrs<2>(3, 1, 1)), "N=3 C=10");  // small: no split
+    check_plan<T, 2>(pooling<2>::create({3, 10, 60, 31}, attrs<2>(3, 1, 1)), "N=3 C=10 large");
+    check_plan<T, 2>(pooling<2>::create({4, 8, 30, 31}, attrs<2>(3, 1, 1)), "N=4 C=8");
+}
+
+TEST(ExecutorPooling, BitIdenticalAcrossExecutorsFloat) { pooling_suite<float>(); }
+TEST(ExecutorPooling, BitIdenticalAcrossExecutorsDouble) { pooling_suite<double>(); }
+
+// Channels-last: items are output rows already; few channels, 1-D to 3-D.
+template <class T>
+void channels_last_suite() {
+    using avgpool::pooling;
+    const auto cl = avgpool::layout::channels_last;
+    for (index_t C : {1, 3, 17}) {
+        check_plan<T, 2>(pooling<2>::create({1, C, 40, 41}, attrs<2>(3, 1, 1), cl), name("NHWC 3x3 s1 p1", C));
+        check_plan<T, 2>(pooling<2>::create({1, C, 40, 41}, attrs<2>(2, 2, 0), cl), name("NHWC 2x2 s2", C));
+        check_plan<T, 2>(pooling<2>::create({1, C, 40, 41}, attrs<2>(7, 3, 3, 2), cl), name("NHWC 7x7 s3 dil 2", C));
+        check_plan<T, 2>(pooling<2>::create_adaptive({1, C, 40, 41}, {6, 5}, cl), name("NHWC adaptive", C));
+        check_plan<T, 3>(pooling<3>::create({1, C, 6, 15, 16}, attrs<3>(3, 1, 1), cl), name("NDHWC 3x3x3", C));
+        check_plan<T, 1>(pooling<1>::create({1, C, 300}, attrs<1>(4, 3, 1), cl), name("NWC 4 s3", C));
+        check_plan<T, 4>(pooling<4>::create({1, C, 4, 5, 6, 7}, attrs<4>(2, 1, 1), cl), name("4-D NC (reference)", C));
+        if (::testing::Test::HasFailure()) return;
+    }
+}
+
+TEST(ExecutorPooling, ChannelsLastBitIdenticalFloat) { channels_last_suite<float>(); }
+TEST(ExecutorPooling, ChannelsLastBitIdenticalDouble) { channels_last_suite<double>(); }
+
+// The row split computes each output with the same code as the whole-plane kernels: forward()
+// of a few-plane plan equals the row kernel (cf_kernel::run) and the reference run directly
+// over whole planes, bit for bit.
+template <class T, std::size_t R>
+void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>>& plan, const std::string& what) {
+    SCOPED_TRACE(what);
+    ASSERT_TRUE(plan);
+    const auto& d = avgpool::detail::plan_access::data(*plan);
+    const index_t planes = d.input_shape[0] * d.input_shape[1];
+    const std::vector<T> in = random_values<T>(static_cast<std::size_t>(plan->input_size()), 99);
+    const std::size_t n = static_cast<std::size_t>(plan->output_size());
+    static const thread_pool pool(2);
+    for (auto op : {avgpool::detail::pool_op::average, avgpool::detail::pool_op::sum}) {
+        const bool avg = op == avgpool::detail::pool_op::average;
+        std::vector<T> split(n, T(3)), whole(n, T(4));
+        ASSERT_TRUE(avg ? plan->forward(in.data(), split.data(), pool) : plan->sum(in.data(), split.data(), pool));
+        if (avgpool::detail::cf_applicable<T, R>(d))
+            avgpool::detail::cf_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
+        else
+            avgpool::detail::reference_pool<T, R>(d, in.data(), whole.data(), op, 0, planes);
+        EXPECT_TRUE(same_bytes(split, whole)) << (avg ? "average" : "sum");
+    }
+}
+
+template <class T>
+void split_suite() {
+    using avgpool::pooling;
+    for (index_t C : {1, 3}) {
+        expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, attrs<2>(3, 1, 1)), name("3x3 s1", C));
+        expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, attrs<2>(2, 2, 0)), name("2x2 s2", C));
+        expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, attrs<2>(5, 3, 2, 2)),
+                                                name("5x5 s3 dil 2", C));
+        // Rows wider than one row-buffer tile (several tiles per row).
+        expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 9, 5000}, attrs<2>(3, 1, 1)), name("wide", C));
+        expect_split_matches_whole_planes<T, 2>(pooling<2>::create_adaptive({1, C, 128, 131}, {7, 10}), name("adaptive", C));
+        expect_split_matches_whole_planes<T, 3>(pooling<3>::create({1, C, 12, 36, 40}, attrs<3>(3, 1, 1)), name("3-D", C));
+        expect_split_matches_whole_planes<T, 4>(pooling<4>::create({1, C, 8, 9, 10, 24}, attrs<4>(3, 2, 1)), name("4-D", C));
+        avgpool::pool_attrs<2> big = attrs<2>(3, 1, 1);
+        big.divisor_override = 20000001;  // the reference path for float
+        expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, big), name("override", C));
+    }
+}
+
+TEST(ExecutorPooling, RowSplitMatchesWholePlanesFloat) { split_suite<float>(); }
+TEST(ExecutorPooling, RowSplitMatchesWholePlanesDouble) { split_suite<double>(); }
+
+// N = 1, C = 1: a thread_pool(2) gets at least two chunks of real work, channels-first
+// (every kernel path) and channels-last; a small plane stays one item (not worth a thread).
+TEST(ExecutorPooling, SinglePlaneIsSplitAcrossThreads) {
+    using avgpool::pooling;
+    const thread_pool pool(2);
+    auto items = [&](const auto& plan, const std::string& what) {
+        SCOPED_TRACE(what);
+        EXPECT_TRUE(plan);
+        if (!plan) return index_t(-1);
+        std::vector<float> in(static_cast<std::size_t>(plan->input_size()), 1.0f);
+        std::vector<float> out(static_cast<std::size_t>(plan->output_size()));
+        index_t count = 0;
+        std::atomic<int> chunks{0};
+        auto counting = [&](index_t n, auto&& fn) {
+            count = n;
+            pool(n, [&](index_t b, index_t e) {
+                chunks++;
+                fn(b, e);
+            });
+        };
+        EXPECT_TRUE(plan->forward(in.data(), out.data(), counting));
+        EXPECT_EQ(chunks.load(), static_cast<int>(std::min<index_t>(count, 2)));
+        return count;
+    };
+    EXPECT_GE(items(pooling<2>::create({1, 1, 224, 224}, attrs<2>(3, 1, 1)), "3x3 s1 p1 224x224"), 2);
+    EXPECT_GE(items(pooling<2>::create({1, 1, 224, 224}, attrs<2>(2, 2, 0)), "2x2 s2 224x224"), 2);
+    EXPECT_GE(items(pooling<2>::create({1, 1, 128, 128}, attrs<2>(5, 3, 2, 2)), "5x5 s3 dil 2 128x128"), 2);
+    EXPECT_GE(items(pooling<3>::create({1, 1, 16, 56, 56}, attrs<3>(3, 1, 1)), "3-D 16x56x56"), 2);
+    EXPECT_GE(items(pooling<2>::create_adaptive({1, 1, 180, 180}, {6, 6}), "adaptive 6x6"), 2);
+    EXPECT_GE(items(pooling<4>::create({1, 1, 8, 9, 10, 24}, attrs<4>(3, 2, 1)), "4-D reference"), 2);
+    EXPECT_GE(items(pooling<2>::create({1, 1, 40, 41}, attrs<2>(3, 1, 1), avgpool::layout::channels_last), "NHWC"),
+              2);
+    EXPECT_EQ(items(pooling<2>::create({1, 1, 8, 8}, attrs<2>(3, 1, 1)), "3x3 s1 p1 8x8"), 1);
+    EXPECT_EQ(items(pooling<2>::create({1, 3, 56, 56}, attrs<2>(3, 1, 1)), "3x3 s1 p1 3x56x56"), 3);
+}
+
+// The item layout of a split call: blocks tile each plane's rows, items tile the planes.
+TEST(ExecutorPooling, PlaneBlocksTileEveryRowOnce) {
+    using avgpool::detail::plane_blocks;
+    const index_t big = avgpool::detail::split_min_elements;
+    EXPECT_FALSE(plane_blocks(32, 100, big).split());   // enough planes: one item each
+    EXPECT_FALSE(plane_blocks(1, 1, big).split());      // one row: nothing to split
+    EXPECT_FALSE(plane_blocks(2, 100, big - 1).split());  // too little work for threads
+    EXPECT_EQ(plane_blocks(1, 1000, big).items(), avgpool::detail::split_target_items);
+    EXPECT_EQ(plane_blocks(3, 5, big).blocks, 5);  // never more blocks than rows
+    for (index_t planes : {1, 2, 3, 7, 31})
+        for (index_t rows : {1, 2, 5, 56, 224}) {
+            const plane_blocks pb(planes, rows, big);
+            for (index_t cut : {1, 2, 3, 5}) {
+                std::vector<int> hits(static_cast<std::size_t>(planes * rows), 0);
+                for (index_t c = 0; c < cut; ++c) {
+                    const index_t b = avgpool::detail::chunk_begin(pb.items(), cut, c);
+                    const index_t e = avgpool::detail::chunk_begin(pb.items(), cut, c + 1);
+                    int calls = 0;
+                    pb.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
+                        ++calls;
+                        ASSERT_LT(r0, r1);
+                        for (index_t r = r0; r < r1; ++r) hits[static_cast<std::size_t>(plane * rows + r)]++;
+                    });
+                    if (b < e) {
+                        EXPECT_LE(calls, (e - b) / pb.blocks + 2);  // one call per plane touched
+                    }
+                }
+                for (int h : hits) ASSERT_EQ(h, 1) << planes << "x" << rows << " cut " << cut;
+            }
+        }
 }
 
 }  // namespace

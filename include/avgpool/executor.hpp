@@ -44,6 +44,49 @@ constexpr index_t chunk_begin(index_t count, index_t chunks, index_t i) noexcept
     return i * (count / chunks) + (i < count % chunks ? i : count % chunks);
 }
 
+// Below this many planes (N * C), a call's work items are blocks of rows instead of planes,
+// so that N = 1 with few channels still keeps every thread busy...
+constexpr index_t split_below_planes = 32;
+// ... when the call reads at least this many input elements: below, waking threads costs
+// more than the work, and per-plane kernels beat per-row ones on small planes.
+constexpr index_t split_min_elements = index_t(1) << 14;
+// Items a split call aims for: a few per thread on common machines, while a block keeps
+// enough rows to amortize a kernel's per-call setup.
+constexpr index_t split_target_items = 64;
+
+/// The work items of a channels-first call over `planes` planes of `rows` rows each, reading
+/// `elements` input elements in all: item i is block (i % blocks) of plane (i / blocks), a
+/// block being a chunk_begin() range of the rows. blocks is 1 (one item per plane) unless
+/// there are few, large planes. It depends on the shape alone, never on the executor, so every
+/// executor computes each output with the same code (bit-identical results).
+struct plane_blocks {
+    index_t planes = 0, rows = 1, blocks = 1;
+
+    constexpr plane_blocks(index_t plane_count, index_t row_count, index_t elements) noexcept
+        : planes(plane_count), rows(row_count > 0 ? row_count : 1) {
+        if (planes < split_below_planes && rows > 1 && elements >= split_min_elements) {
+            const index_t want = (split_target_items + planes - 1) / planes;
+            blocks = want < rows ? want : rows;
+        }
+    }
+
+    constexpr bool split() const noexcept { return blocks > 1; }
+    constexpr index_t items() const noexcept { return planes * blocks; }
+
+    /// Calls fn(plane, row_begin, row_end) for items [begin, end), once per plane touched
+    /// (neighbouring blocks of one plane merged into one range of rows).
+    template <class F>
+    void for_each(index_t begin, index_t end, F&& fn) const {
+        if (begin >= end) return;
+        const index_t first = begin / blocks, last = (end - 1) / blocks;
+        for (index_t plane = first; plane <= last; ++plane) {
+            const index_t b0 = plane == first ? begin % blocks : 0;
+            const index_t b1 = plane == last ? (end - 1) % blocks + 1 : blocks;
+            fn(plane, chunk_begin(rows, blocks, b0), chunk_begin(rows, blocks, b1));
+        }
+    }
+};
+
 }  // namespace detail
 
 /// A fixed set of std::threads, created once and reused by every call.

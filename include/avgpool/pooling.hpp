@@ -423,6 +423,22 @@ private:
                 exec(kernel.items(), [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
                 return status{};
             }
+            // Few planes: blocks of outer output rows (every axis but the last) through the
+            // row-wise kernel, so that N = 1 with few channels still uses every thread. The
+            // choice reads the shape only, so each output comes from the same code whatever
+            // the executor (bit-identical results).
+            index_t outer_rows = 1;
+            for (std::size_t a = 0; a + 1 < R; ++a) outer_rows *= d_.output_shape[a + 2];
+            const detail::plane_blocks rows(items, d_.global ? 1 : outer_rows, input_size());
+            if (rows.split() && detail::cf_applicable<T, R>(d_)) {
+                const detail::cf_kernel<T, R> kernel(d_, op);
+                exec(rows.items(), [&kernel, &rows, in, out](index_t begin, index_t end) {
+                    rows.for_each(begin, end, [&](index_t plane, index_t r0, index_t r1) {
+                        kernel.run_rows(in, out, plane, r0, r1);
+                    });
+                });
+                return status{};
+            }
             if (detail::same_applicable<T, R>(d_)) {
                 const detail::same_kernel<T, R> kernel(d_, op);
                 exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
@@ -438,6 +454,16 @@ private:
                 exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
                 return status{};
             }
+        }
+        // The reference: blocks of a plane's outputs when there are few planes (as above).
+        const detail::plane_blocks outputs(items, d_.output_spatial_volume(), input_size());
+        if (outputs.split()) {
+            exec(outputs.items(), [this, &outputs, in, out, op](index_t begin, index_t end) {
+                outputs.for_each(begin, end, [&](index_t plane, index_t o0, index_t o1) {
+                    detail::reference_pool_outputs<T, R>(d_, in, out, op, plane, o0, o1);
+                });
+            });
+            return status{};
         }
         exec(items, [this, in, out, op](index_t begin, index_t end) {
             detail::reference_pool<T, R>(d_, in, out, op, begin, end);

@@ -139,6 +139,52 @@ public:
         for (index_t item = item_begin; item < item_end; ++item) plane(b, in + item * in_plane, out + item * out_plane);
     }
 
+    /// Outer output rows row_begin .. row_end - 1 of plane `item` only (row r is the flat index
+    /// over every axis but the last: oh for R = 2, od * Ho + oh for R = 3; R = 1 and global
+    /// pools have the single row 0). Each row goes through the same row() call with the same
+    /// input-row list as in run(), so the outputs are bit-identical to run()'s: a plane can
+    /// be split across threads when there are few planes.
+    void run_rows(const T* in, T* out, index_t item, index_t row_begin, index_t row_end) const {
+        if (row_begin >= row_end) return;
+        const index_t in_plane = p_.input_spatial_volume(), out_plane = p_.output_spatial_volume();
+        const T* src = in + item * in_plane;
+        T* dst = out + item * out_plane;
+        if (p_.global) {
+            global(src, dst, in_plane);
+            return;
+        }
+        buffers b;
+        if (single_tile()) {  // as in run(): the padding of a single tile is written once
+            zero(b.buf, 0, buf_len_ + slack);
+            zero(b.even, 0, cf_buffer / 2 + slack);
+            zero(b.odd, 0, cf_buffer / 2 + slack);
+        }
+        const pool_geometry<R>& g = p_.geometry;
+        const T* rows[cf_max_outer_rows];
+        if constexpr (R == 1) {
+            rows[0] = src;
+            row(b, rows, 1, 1, dst, 1.0);
+        } else if constexpr (R == 2) {
+            for (index_t oh = row_begin; oh < row_end; ++oh) {
+                const window& wh = p_.axis(0)[oh];
+                for (index_t j = 0; j < wh.count; ++j) rows[j] = src + (wh.first + j * g.dilations[0]) * W_;
+                row(b, rows, 1, wh.count, dst + oh * Wo_, static_cast<double>(wh.divisor));
+            }
+        } else {
+            const index_t HW = g.input[1] * W_, Ho = g.output[1];
+            for (index_t r = row_begin; r < row_end; ++r) {
+                const window& wd = p_.axis(0)[r / Ho];
+                const window& wh = p_.axis(1)[r % Ho];
+                for (index_t i = 0; i < wd.count; ++i)
+                    for (index_t j = 0; j < wh.count; ++j)
+                        rows[i * wh.count + j] =
+                            src + (wd.first + i * g.dilations[0]) * HW + (wh.first + j * g.dilations[1]) * W_;
+                row(b, rows, wd.count, wh.count, dst + r * Wo_,
+                    static_cast<double>(wd.divisor) * static_cast<double>(wh.divisor));
+            }
+        }
+    }
+
 private:
     void global(const T* src, T* dst, index_t n) const {
         const double sum = contiguous_sum(src, n);

@@ -16,63 +16,75 @@ namespace detail {
 
 enum class pool_op { average, sum };
 
+/// Pools the outputs flat_begin .. flat_end - 1 (channels-first order of the output spatial
+/// positions) of the (n, c) plane `item` = n * C + c. Every output is computed on its own, so
+/// a plane may be split into ranges (across threads) without changing any value.
+template <class T, std::size_t R>
+void reference_pool_outputs(const plan_data<R>& p, const T* in, T* out, pool_op op, index_t item,
+                            index_t flat_begin, index_t flat_end) {
+    const dims<R + 2> in_st = element_strides<R>(p.input_shape, p.memory_layout);
+    const dims<R + 2> out_st = element_strides<R>(p.output_shape, p.memory_layout);
+    const index_t C = p.input_shape[1];
+    const dims<R>& dil = p.geometry.dilations;
+    const index_t n = item / C, c = item % C;
+    const T* src = in + n * in_st[0] + c * in_st[1];
+    T* dst = out + n * out_st[0] + c * out_st[1];
+
+    dims<R> o{};  // output position, odometer order (last axis fastest)
+    index_t rest = flat_begin;
+    for (std::size_t a = R; a-- > 0;) {
+        o[a] = rest % p.output_shape[a + 2];
+        rest /= p.output_shape[a + 2];
+    }
+    for (index_t flat = flat_begin; flat < flat_end; ++flat) {
+        const window* w[R];
+        bool any_empty = false;
+        index_t dst_off = 0;
+        for (std::size_t a = 0; a < R; ++a) {
+            w[a] = p.axis(a) + o[a];
+            any_empty = any_empty || w[a]->count == 0;
+            dst_off += o[a] * out_st[a + 2];
+        }
+
+        double acc = 0.0;
+        if (!any_empty) {
+            dims<R> t{};  // tap counters, one per axis
+            for (;;) {
+                index_t src_off = 0;
+                for (std::size_t a = 0; a < R; ++a)
+                    src_off += (w[a]->first + t[a] * dil[a]) * in_st[a + 2];
+                acc += to_double(src[src_off]);
+                std::size_t a = R;
+                while (a-- > 0) {
+                    if (++t[a] < w[a]->count) break;
+                    t[a] = 0;
+                }
+                if (a == static_cast<std::size_t>(-1)) break;  // every counter wrapped
+            }
+        }
+
+        if (op == pool_op::sum) {
+            dst[dst_off] = from_double<T>(acc);
+        } else {
+            bool empty = false;
+            const double div = window_divisor<R>(p, w, empty);
+            dst[dst_off] = empty ? empty_window_value<T>(p.empty_window_nan) : from_double<T>(acc / div);
+        }
+
+        for (std::size_t a = R; a-- > 0;) {
+            if (++o[a] < p.output_shape[a + 2]) break;
+            o[a] = 0;
+        }
+    }
+}
+
 /// Pools the (n, c) planes item_begin .. item_end - 1, item = n * C + c.
 template <class T, std::size_t R>
 void reference_pool(const plan_data<R>& p, const T* in, T* out, pool_op op, index_t item_begin,
                     index_t item_end) {
-    const dims<R + 2> in_st = element_strides<R>(p.input_shape, p.memory_layout);
-    const dims<R + 2> out_st = element_strides<R>(p.output_shape, p.memory_layout);
-    const index_t C = p.input_shape[1];
     const index_t out_volume = p.output_spatial_volume();
-    const dims<R>& dil = p.geometry.dilations;
-
-    for (index_t item = item_begin; item < item_end; ++item) {
-        const index_t n = item / C, c = item % C;
-        const T* src = in + n * in_st[0] + c * in_st[1];
-        T* dst = out + n * out_st[0] + c * out_st[1];
-
-        dims<R> o{};  // output position, odometer order (last axis fastest)
-        for (index_t flat = 0; flat < out_volume; ++flat) {
-            const window* w[R];
-            bool any_empty = false;
-            index_t dst_off = 0;
-            for (std::size_t a = 0; a < R; ++a) {
-                w[a] = p.axis(a) + o[a];
-                any_empty = any_empty || w[a]->count == 0;
-                dst_off += o[a] * out_st[a + 2];
-            }
-
-            double acc = 0.0;
-            if (!any_empty) {
-                dims<R> t{};  // tap counters, one per axis
-                for (;;) {
-                    index_t src_off = 0;
-                    for (std::size_t a = 0; a < R; ++a)
-                        src_off += (w[a]->first + t[a] * dil[a]) * in_st[a + 2];
-                    acc += to_double(src[src_off]);
-                    std::size_t a = R;
-                    while (a-- > 0) {
-                        if (++t[a] < w[a]->count) break;
-                        t[a] = 0;
-                    }
-                    if (a == static_cast<std::size_t>(-1)) break;  // every counter wrapped
-                }
-            }
-
-            if (op == pool_op::sum) {
-                dst[dst_off] = from_double<T>(acc);
-            } else {
-                bool empty = false;
-                const double div = window_divisor<R>(p, w, empty);
-                dst[dst_off] = empty ? empty_window_value<T>(p.empty_window_nan) : from_double<T>(acc / div);
-            }
-
-            for (std::size_t a = R; a-- > 0;) {
-                if (++o[a] < p.output_shape[a + 2]) break;
-                o[a] = 0;
-            }
-        }
-    }
+    for (index_t item = item_begin; item < item_end; ++item)
+        reference_pool_outputs<T, R>(p, in, out, op, item, 0, out_volume);
 }
 
 /// The divisor of every output position (output spatial shape, channels-first order).
