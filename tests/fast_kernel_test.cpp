@@ -20,7 +20,7 @@ constexpr double eps() {
     return sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
 }
 
-enum class kernel_kind { rows, flat, same };
+enum class kernel_kind { rows, flat, same, pair };
 
 // Runs a fast kernel and the reference through the plan's own data and compares every output.
 template <class T, std::size_t R>
@@ -35,9 +35,11 @@ void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
     } else if (kind == kernel_kind::flat) {
         if (d.global) return;  // one window covering the input: the global path, tested below
         ASSERT_TRUE((avgpool::detail::flat_applicable<T, R>(d))) << "expected the block kernel";
-    } else {
+    } else if (kind == kernel_kind::same) {
         if (d.global) return;
         ASSERT_TRUE((avgpool::detail::same_applicable<T, R>(d))) << "expected the same-grid kernel";
+    } else {
+        ASSERT_TRUE((avgpool::detail::pair_applicable<T, R>(d))) << "expected the 2x2 stride-2 kernel";
     }
     std::uniform_real_distribution<double> dist(-4.0, 4.0);
     std::vector<T> in(static_cast<std::size_t>(plan->input_size()));
@@ -52,8 +54,14 @@ void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
             avgpool::detail::cf_kernel<T, R>(d, op).run(in.data(), fast.data(), 0, items);
         } else if (kind == kernel_kind::flat) {
             avgpool::detail::flat_kernel<T, R>(d, op).run(in.data(), fast.data(), 0, items);
-        } else {
+        } else if (kind == kernel_kind::same) {
             avgpool::detail::same_kernel<T, R>(d, op).run(in.data(), fast.data(), 0, items);
+        } else {
+            // In two calls, the later planes first: a spill from the first half into the
+            // second (a race between threads) would overwrite finished outputs.
+            const avgpool::detail::pair_kernel<T, R> k(d, op);
+            k.run(in.data(), fast.data(), items / 2, items);
+            k.run(in.data(), fast.data(), 0, items / 2);
         }
         avgpool::detail::reference_pool<T, R>(d, in.data(), ref.data(), op, 0, items);
         // Magnitude for the bound: the same window statistic of |x| (sum of |x| over the taps,
@@ -300,6 +308,68 @@ TEST(SameKernel, NonFiniteNeighboursDoNotLeak) {
     for (int i = 35; i < 70; ++i) EXPECT_EQ(out[static_cast<std::size_t>(i)], 1.0f) << "output " << i;
     EXPECT_TRUE(std::isinf(out[0]));
     EXPECT_TRUE(std::isnan(out[104]));
+}
+
+// 2x2 stride 2 with whole windows: any extents (odd ones leave a row / column unread), pads
+// that no window reaches, every divisor rule and override; forward in two calls and backward.
+template <class T>
+void pair_suite(int cases) {
+    for (int c = 0; c < cases; ++c) {
+        const std::uint64_t seed = 93000 + static_cast<std::uint64_t>(c) + (sizeof(T) == 4 ? 0 : 50000);
+        std::mt19937_64 gen(seed);
+        auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+        avgpool::pool_attrs<2> a;
+        a.kernel = {2, 2};
+        a.strides = {2, 2};
+        avgpool::dims<4> shape{pick(1, 2), pick(1, 7), pick(2, 40), pick(2, pick(0, 3) == 0 ? 150 : 40)};
+        for (std::size_t ax = 0; ax < 2; ++ax)
+            a.pads_end[ax] = shape[ax + 2] % 2 == 0 ? pick(0, 1) : 0;  // floor keeps windows whole
+        a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
+        a.divisor_override = pick(0, 4) == 0 ? pick(1, 30) : 0;
+        const std::string trace = describe<2>(shape, a, seed);
+        {
+            // Near misses must not take this kernel: the same tables of first / count at a
+            // stride of 3 and dilation 2 (taps 0 and 2), and a ceil-mode partial window.
+            avgpool::pool_attrs<2> b = a;
+            b.strides = {3, 2};
+            b.dilations = {2, 1};
+            auto near = avgpool::pooling<2>::create(shape, b);
+            if (near) EXPECT_FALSE((avgpool::detail::pair_applicable<T, 2>(avgpool::detail::plan_access::data(*near))));
+            if (shape[2] % 2 == 1) {
+                avgpool::pool_attrs<2> c = a;
+                c.rounding = avgpool::rounding_type::ceil;
+                auto partial = avgpool::pooling<2>::create(shape, c);
+                ASSERT_TRUE(partial);
+                EXPECT_FALSE((avgpool::detail::pair_applicable<T, 2>(avgpool::detail::plan_access::data(*partial))));
+            }
+        }
+        compare<T, 2>(shape, a, gen, trace, kernel_kind::pair);
+        if (::testing::Test::HasFatalFailure()) return;
+
+        SCOPED_TRACE(trace + " (backward)");
+        auto plan = avgpool::pooling<2>::create(shape, a);
+        const auto& d = avgpool::detail::plan_access::data(*plan);
+        std::uniform_real_distribution<double> dist(-4.0, 4.0);
+        std::vector<T> g(static_cast<std::size_t>(plan->output_size()));
+        for (T& x : g) x = static_cast<T>(dist(gen));
+        std::vector<T> fast(static_cast<std::size_t>(plan->input_size()), T(1e30)), ref(fast.size());
+        const index_t items = shape[0] * shape[1];
+        const avgpool::detail::pair_kernel<T, 2> k(d, avgpool::detail::pool_op::average);
+        k.run_backward(g.data(), fast.data(), 0, items / 2);
+        k.run_backward(g.data(), fast.data(), items / 2, items);
+        avgpool::detail::reference_backward<T, 2>(d, g.data(), ref.data(), 0, items);
+        for (std::size_t i = 0; i < fast.size(); ++i) {
+            // One product g * (1/div) against the reference's g / div: within an ulp or two.
+            ASSERT_LE(std::fabs(static_cast<double>(fast[i]) - static_cast<double>(ref[i])),
+                      4 * eps<T>() * std::fabs(static_cast<double>(ref[i])))
+                << "input " << i << ": fast " << fast[i] << " reference " << ref[i];
+        }
+    }
+}
+
+TEST(PairKernel, ForwardAndBackwardMatchReference) {
+    pair_suite<float>(300);
+    pair_suite<double>(100);
 }
 
 // Global pooling takes its own path (one contiguous sum per plane).

@@ -16,6 +16,7 @@
 #include "detail/kernel_cf.hpp"
 #include "detail/kernel_cl.hpp"
 #include "detail/kernel_flat.hpp"
+#include "detail/kernel_pair.hpp"
 #include "detail/kernel_same.hpp"
 #include "detail/plan.hpp"
 #include "detail/reference.hpp"
@@ -202,6 +203,13 @@ public:
         if (grad_in == nullptr) return detail::null_pointer_error("grad_in");
         const index_t items = d_.input_shape[0] * d_.input_shape[1];
         if constexpr (std::is_floating_point<T>::value) {
+            if (detail::pair_applicable<T, R>(d_)) {
+                const detail::pair_kernel<T, R> kernel(d_, detail::pool_op::average);
+                exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) {
+                    kernel.run_backward(grad_out, grad_in, b, e);
+                });
+                return status{};
+            }
             if (detail::same_applicable<T, R>(d_)) {
                 const detail::same_kernel<T, R> kernel(d_, detail::pool_op::sum, true);
                 exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) {
@@ -437,6 +445,11 @@ private:
                         kernel.run_rows(in, out, plane, r0, r1);
                     });
                 });
+                return status{};
+            }
+            if (detail::pair_applicable<T, R>(d_)) {
+                const detail::pair_kernel<T, R> kernel(d_, op);
+                exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
                 return status{};
             }
             if (detail::same_applicable<T, R>(d_)) {

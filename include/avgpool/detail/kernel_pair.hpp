@@ -1,0 +1,133 @@
+// avgpool: header-only N-D average pooling.
+// SPDX-License-Identifier: MIT
+//
+// 2x2 windows at stride 2 with every window whole (DenseNet / ResNet-D transitions): each output
+// row is one pair of input rows, so a row is four loads, two adds, a de-interleave, an add and
+// a scale, with no buffer and no per-window table. The general kernels spend more on per-row
+// bookkeeping than on this arithmetic when planes are 14x14 or 28x28. Backward is the same walk
+// transposed: each scaled gradient, interleaved with itself, written to both input rows.
+#ifndef AVGPOOL_DETAIL_KERNEL_PAIR_HPP
+#define AVGPOOL_DETAIL_KERNEL_PAIR_HPP
+
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
+
+#include "kernel_cf.hpp"
+#include "plan.hpp"
+#include "simd.hpp"
+
+namespace avgpool {
+namespace detail {
+
+/// Whether every window is the whole 2x2 block at (2 oh, 2 ow) with both axis factors 2.
+template <std::size_t R>
+bool pair_geometry(const plan_data<R>& p) noexcept {
+    if constexpr (R != 2) {
+        return false;
+    } else {
+        if (p.memory_layout != layout::channels_first || p.adaptive || p.global) return false;
+        const pool_geometry<R>& g = p.geometry;
+        for (std::size_t a = 0; a < R; ++a) {
+            if (g.strides[a] != 2 || g.dilations[a] != 1 || 2 * g.output[a] > g.input[a]) return false;
+            const window* w = p.axis(a);
+            for (index_t o = 0; o < g.output[a]; ++o)
+                if (w[o].first != 2 * o || w[o].count != 2 || w[o].divisor != 2) return false;
+        }
+        return true;
+    }
+}
+
+template <class T, std::size_t R>
+bool pair_applicable(const plan_data<R>& p) noexcept {
+    return p.max_divisor <= exact_integer_limit<T>() && pair_geometry<R>(p);
+}
+
+template <class T, std::size_t R>
+class pair_kernel {
+    using V = vec<T>;
+    static constexpr index_t L = static_cast<index_t>(V::width);
+
+public:
+    pair_kernel(const plan_data<R>& p, pool_op op) : p_(p) {
+        const pool_geometry<R>& g = p.geometry;
+        H_ = g.input[0];
+        W_ = g.input[1];
+        Ho_ = g.output[0];
+        Wo_ = g.output[1];
+        const double div = p.divisor_override > 0 ? static_cast<double>(p.divisor_override) : 4.0;
+        // 1/4 is exact; an override's reciprocal is within an ulp, inside the accuracy bound.
+        scale_ = op == pool_op::sum ? T(1) : static_cast<T>(1.0 / div);
+        bscale_ = static_cast<T>(1.0 / div);
+    }
+
+    /// Planes item_begin .. item_end - 1 (item = n * C + c).
+    void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
+        const T* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * H_ * W_;
+        const V sc = V::splat(scale_);
+        T* const out_end = out + item_end * Ho_ * Wo_;
+        for (index_t item = item_begin; item < item_end; ++item) {
+            for (index_t r = 0; r < Ho_; ++r) {
+                const T* top = in + item * H_ * W_ + 2 * r * W_;
+                const T* bot = top + W_;
+                T* dst = out + (item * Ho_ + r) * Wo_;
+                index_t u = 0;
+                for (; u < Wo_; u += L) {
+                    const index_t x = 2 * u;
+                    if (bot + x + 2 * L > in_end) break;  // over-reads must stay in the input
+                    V e, o;
+                    deinterleave2(V::load(top + x) + V::load(bot + x), V::load(top + x + L) + V::load(bot + x + L), e, o);
+                    const V v = (e + o) * sc;
+                    if (dst + u + L <= out_end) {
+                        v.store(dst + u);  // a spill past the row is overwritten by later rows
+                    } else {  // never past this call's outputs: another thread may own them
+                        T tmp[L];
+                        v.store(tmp);
+                        std::memcpy(dst + u, tmp, static_cast<std::size_t>(Wo_ - u) * sizeof(T));
+                    }
+                }
+                for (; u < Wo_; ++u) dst[u] = ((top[2 * u] + bot[2 * u]) + (top[2 * u + 1] + bot[2 * u + 1])) * scale_;
+            }
+        }
+    }
+
+    /// grad_in of planes item_begin .. item_end - 1: grad_out / divisor on the four inputs of
+    /// each window; rows and columns no window reaches (odd extents) get 0.
+    void run_backward(const T* grad_out, T* grad_in, index_t item_begin, index_t item_end) const {
+        const V sc = V::splat(bscale_);
+        for (index_t item = item_begin; item < item_end; ++item) {
+            T* plane = grad_in + item * H_ * W_;
+            for (index_t r = 0; r < Ho_; ++r) {
+                const T* g = grad_out + (item * Ho_ + r) * Wo_;
+                T* top = plane + 2 * r * W_;
+                T* bot = top + W_;
+                index_t u = 0;
+                for (; u + L <= Wo_; u += L) {
+                    const V v = V::load(g + u) * sc;
+                    V lo, hi;
+                    interleave2(v, v, lo, hi);
+                    lo.store(top + 2 * u);
+                    hi.store(top + 2 * u + L);
+                    lo.store(bot + 2 * u);
+                    hi.store(bot + 2 * u + L);
+                }
+                for (; u < Wo_; ++u) {
+                    const T v = g[u] * bscale_;
+                    top[2 * u] = top[2 * u + 1] = bot[2 * u] = bot[2 * u + 1] = v;
+                }
+                for (index_t x = 2 * Wo_; x < W_; ++x) top[x] = bot[x] = T(0);
+            }
+            std::fill(plane + 2 * Ho_ * W_, plane + H_ * W_, T(0));
+        }
+    }
+
+private:
+    const plan_data<R>& p_;
+    index_t H_ = 0, W_ = 0, Ho_ = 0, Wo_ = 0;
+    T scale_ = T(1), bscale_ = T(1);
+};
+
+}  // namespace detail
+}  // namespace avgpool
+
+#endif  // AVGPOOL_DETAIL_KERNEL_PAIR_HPP
