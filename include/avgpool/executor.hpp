@@ -8,6 +8,7 @@
 #define AVGPOOL_EXECUTOR_HPP
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -157,7 +158,7 @@ public:
             s_.next.store(0, std::memory_order_relaxed);   // published by the unlock below
             s_.slots = static_cast<unsigned>(chunks - 1);  // chunks <= size_: fits, <= workers
             s_.open = true;
-            ++s_.generation;
+            s_.generation.fetch_add(1, std::memory_order_release);
         }
         s_.wake.notify_all();
         run_chunks();
@@ -245,9 +246,21 @@ private:
         std::uint64_t seen = 0;
         std::unique_lock<std::mutex> lock(s_.mutex);
         for (;;) {
-            s_.wake.wait(lock, [&] { return s_.stopping || s_.generation != seen; });
+            // Poll for the next call for a while before sleeping: a woken thread can take
+            // longer to start (tens of microseconds, more on a VM) than a whole call runs, and
+            // then the caller ends up running every chunk itself. Back-to-back calls (a
+            // network's layers) find the worker still awake.
+            if (s_.generation.load(std::memory_order_acquire) == seen) {
+                lock.unlock();
+                const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+                while (s_.generation.load(std::memory_order_acquire) == seen &&
+                       std::chrono::steady_clock::now() < until)
+                    std::this_thread::yield();
+                lock.lock();
+            }
+            s_.wake.wait(lock, [&] { return s_.stopping || s_.generation.load(std::memory_order_relaxed) != seen; });
             if (s_.stopping) return;
-            seen = s_.generation;
+            seen = s_.generation.load(std::memory_order_relaxed);
             if (!s_.open || s_.slots == 0) continue;  // call already over, or enough helpers
             --s_.slots;
             ++s_.active;
@@ -276,7 +289,8 @@ private:
         std::mutex mutex;       // guards what follows, except `next`
         std::condition_variable wake;
         std::condition_variable done;
-        std::uint64_t generation = 0;
+        // Atomic so idle workers can poll it without the mutex (see work()); written under it.
+        std::atomic<std::uint64_t> generation{0};
         bool open = false;  // workers may still join the current call
         bool stopping = false;
         unsigned slots = 0;   // workers that may still join
