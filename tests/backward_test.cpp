@@ -3,6 +3,8 @@
 
 #include <avgpool/avgpool.hpp>
 
+#include "support/geometry.hpp"
+
 #include <cmath>
 #include <random>
 #include <string>
@@ -13,26 +15,8 @@
 namespace {
 
 using avgpool::index_t;
+using avgpool_test::describe;
 using V = std::vector<double>;
-
-template <std::size_t R>
-std::string describe(const avgpool::dims<R + 2>& s, const avgpool::pool_attrs<R>& a, int c) {
-    std::string t = "case " + std::to_string(c) + " shape";
-    for (index_t v : s) t += " " + std::to_string(v);
-    auto list = [&](const char* n, const avgpool::dims<R>& d) {
-        t += std::string(" ") + n;
-        for (index_t v : d) t += " " + std::to_string(v);
-    };
-    list("k", a.kernel);
-    list("s", a.strides);
-    list("d", a.dilations);
-    list("pb", a.pads_begin);
-    list("pe", a.pads_end);
-    t += " pad " + std::to_string(int(a.auto_pad)) + " round " + std::to_string(int(a.rounding)) + " div " +
-         std::to_string(int(a.divisor)) + " override " + std::to_string(a.divisor_override) + " nan " +
-         std::to_string(a.empty_window_nan);
-    return t;
-}
 
 template <std::size_t R>
 avgpool::pool_attrs<R> random_attrs(std::mt19937_64& gen) {
@@ -115,7 +99,7 @@ void random_backward(int cases, index_t max_extent) {
         const auto lay = pick(0, 1) == 0 ? avgpool::layout::channels_first : avgpool::layout::channels_last;
         auto plan = avgpool::pooling<R>::create(s, a, lay);
         if (!plan) continue;
-        SCOPED_TRACE(describe<R>(s, a, c) + (lay == avgpool::layout::channels_last ? " channels_last" : ""));
+        SCOPED_TRACE(describe<R>(s, a, "case " + std::to_string(c)) + (lay == avgpool::layout::channels_last ? " channels_last" : ""));
         check_case<R, float>(*plan, gen);
         check_case<R, double>(*plan, gen);
         if (::testing::Test::HasFatalFailure()) return;
@@ -269,7 +253,7 @@ void fast_vs_reference(int cases, index_t max_extent, index_t max_last) {
         const auto a = random_fast_attrs<R>(gen, s);
         auto plan = avgpool::pooling<R>::create(s, a);
         if (!plan) continue;
-        SCOPED_TRACE(describe<R>(s, a, c));
+        SCOPED_TRACE(describe<R>(s, a, "case " + std::to_string(c)));
         expect_fast_matches<T, R>(*plan, gen, true);
         if (::testing::Test::HasFatalFailure()) return;
         ++ran;
@@ -299,7 +283,7 @@ void fast_vs_reference_small(int cases, index_t max_extent) {
         const auto a = random_attrs<R>(gen);
         auto plan = avgpool::pooling<R>::create(s, a);
         if (!plan) continue;
-        SCOPED_TRACE(describe<R>(s, a, c));
+        SCOPED_TRACE(describe<R>(s, a, "case " + std::to_string(c)));
         expect_fast_matches<T, R>(*plan, gen, true);
         if (::testing::Test::HasFatalFailure()) return;
     }
@@ -334,7 +318,7 @@ void global_vs_reference(int cases) {
         a.divisor_override = pick(0, 3) == 0 ? pick(1, 9) : 0;
         auto plan = avgpool::pooling<R>::create(s, a);
         if (!plan) continue;
-        SCOPED_TRACE(describe<R>(s, a, c));
+        SCOPED_TRACE(describe<R>(s, a, "case " + std::to_string(c)));
         globals += avgpool::detail::plan_access::data(*plan).global;
         expect_fast_matches<T, R>(*plan, gen, false);
         if (::testing::Test::HasFatalFailure()) return;

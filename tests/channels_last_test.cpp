@@ -8,6 +8,8 @@
 
 #include <avgpool/avgpool.hpp>
 
+#include "support/geometry.hpp"
+
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -18,6 +20,8 @@
 namespace {
 
 using avgpool::index_t;
+using avgpool_test::describe;
+using avgpool_test::random_attrs;
 using avgpool::detail::pool_op;
 
 template <class T>
@@ -74,44 +78,6 @@ bool compare_plan(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const s
     return true;
 }
 
-template <std::size_t R>
-avgpool::pool_attrs<R> random_attrs(std::mt19937_64& gen, const avgpool::dims<R>& spatial) {
-    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
-    avgpool::pool_attrs<R> a;
-    for (std::size_t ax = 0; ax < R; ++ax) {
-        a.kernel[ax] = pick(1, std::min<index_t>(13, spatial[ax] + 2));
-        a.strides[ax] = pick(1, 5);
-        a.dilations[ax] = pick(0, 3) == 0 ? pick(2, 3) : 1;
-        a.pads_begin[ax] = pick(0, a.kernel[ax]);
-        a.pads_end[ax] = pick(0, a.kernel[ax] + 1);
-    }
-    a.auto_pad = static_cast<avgpool::pad_type>(pick(0, 3));
-    a.rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
-    a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
-    a.divisor_override = pick(0, 5) == 0 ? pick(1, 30) : 0;
-    a.empty_window_nan = pick(0, 1) == 1;
-    return a;
-}
-
-template <std::size_t R>
-std::string describe(const avgpool::dims<R + 2>& s, const avgpool::pool_attrs<R>& a, std::uint64_t seed) {
-    std::string t = "seed " + std::to_string(seed) + " shape";
-    for (index_t v : s) t += " " + std::to_string(v);
-    auto list = [&](const char* name, const avgpool::dims<R>& d) {
-        t += std::string(" ") + name;
-        for (index_t v : d) t += " " + std::to_string(v);
-    };
-    list("k", a.kernel);
-    list("s", a.strides);
-    list("d", a.dilations);
-    list("pb", a.pads_begin);
-    list("pe", a.pads_end);
-    t += " pad " + std::to_string(static_cast<int>(a.auto_pad)) + " round " +
-         std::to_string(static_cast<int>(a.rounding)) + " div " + std::to_string(static_cast<int>(a.divisor)) +
-         " override " + std::to_string(a.divisor_override) + " nan " + std::to_string(a.empty_window_nan);
-    return t;
-}
-
 // Random geometries; C cycles through channel_counts, plus a few wide ones (channel blocks).
 template <class T, std::size_t R>
 void random_suite(int cases, index_t max_extent, index_t max_last, index_t max_wide_c) {
@@ -130,7 +96,7 @@ void random_suite(int cases, index_t max_extent, index_t max_last, index_t max_w
         auto plan = avgpool::pooling<R>::create(shape, a, avgpool::layout::channels_last);
         if (!plan) continue;  // geometry rejected: covered elsewhere
         ++valid;
-        if (compare_plan<T, R>(*plan, gen, describe<R>(shape, a, seed))) ++ran;
+        if (compare_plan<T, R>(*plan, gen, describe<R>(shape, a, "seed " + std::to_string(seed)))) ++ran;
         if (::testing::Test::HasFailure()) return;
     }
     EXPECT_GT(ran, valid * 9 / 10) << "the kernel should cover almost every random geometry";

@@ -5,6 +5,8 @@
 
 #include <avgpool/avgpool.hpp>
 
+#include "support/geometry.hpp"
+
 #include <cmath>
 #include <limits>
 #include <random>
@@ -14,6 +16,8 @@
 namespace {
 
 using avgpool::index_t;
+using avgpool_test::describe;
+using avgpool_test::random_attrs;
 
 template <class T>
 constexpr double eps() {
@@ -83,44 +87,6 @@ void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
     }
 }
 
-template <std::size_t R>
-avgpool::pool_attrs<R> random_attrs(std::mt19937_64& gen, const avgpool::dims<R>& spatial) {
-    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
-    avgpool::pool_attrs<R> a;
-    for (std::size_t ax = 0; ax < R; ++ax) {
-        a.kernel[ax] = pick(1, std::min<index_t>(13, spatial[ax] + 2));
-        a.strides[ax] = pick(1, 5);
-        a.dilations[ax] = pick(0, 3) == 0 ? pick(2, 3) : 1;
-        a.pads_begin[ax] = pick(0, a.kernel[ax]);
-        a.pads_end[ax] = pick(0, a.kernel[ax] + 1);
-    }
-    a.auto_pad = static_cast<avgpool::pad_type>(pick(0, 3));
-    a.rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
-    a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
-    a.divisor_override = pick(0, 5) == 0 ? pick(1, 30) : 0;
-    a.empty_window_nan = pick(0, 1) == 1;
-    return a;
-}
-
-template <std::size_t R>
-std::string describe(const avgpool::dims<R + 2>& s, const avgpool::pool_attrs<R>& a, std::uint64_t seed) {
-    std::string t = "seed " + std::to_string(seed) + " shape";
-    for (index_t v : s) t += " " + std::to_string(v);
-    auto list = [&](const char* name, const avgpool::dims<R>& d) {
-        t += std::string(" ") + name;
-        for (index_t v : d) t += " " + std::to_string(v);
-    };
-    list("k", a.kernel);
-    list("s", a.strides);
-    list("d", a.dilations);
-    list("pb", a.pads_begin);
-    list("pe", a.pads_end);
-    t += " pad " + std::to_string(static_cast<int>(a.auto_pad)) + " round " + std::to_string(static_cast<int>(a.rounding)) +
-         " div " + std::to_string(static_cast<int>(a.divisor)) + " override " + std::to_string(a.divisor_override) +
-         " nan " + std::to_string(a.empty_window_nan);
-    return t;
-}
-
 template <class T, std::size_t R>
 void random_suite(int cases, index_t max_extent, index_t max_last) {
     for (int c = 0; c < cases; ++c) {
@@ -134,7 +100,7 @@ void random_suite(int cases, index_t max_extent, index_t max_last) {
         for (std::size_t ax = 0; ax < R; ++ax) spatial[ax] = pick(1, ax + 1 == R ? max_last : max_extent);
         for (std::size_t ax = 0; ax < R; ++ax) shape[ax + 2] = spatial[ax];
         const auto a = random_attrs<R>(gen, spatial);
-        compare<T, R>(shape, a, gen, describe<R>(shape, a, seed));
+        compare<T, R>(shape, a, gen, describe<R>(shape, a, "seed " + std::to_string(seed)));
         if (::testing::Test::HasFatalFailure()) return;
     }
 }
@@ -207,7 +173,7 @@ void flat_suite(int cases) {
         a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
         a.divisor_override = pick(0, 5) == 0 ? pick(1, 30) : 0;
         a.empty_window_nan = pick(0, 1) == 1;
-        compare<T, R>(shape, a, gen, describe<R>(shape, a, seed), kernel_kind::flat);
+        compare<T, R>(shape, a, gen, describe<R>(shape, a, "seed " + std::to_string(seed)), kernel_kind::flat);
         if (::testing::Test::HasFatalFailure()) return;
         ++ran;
     }
@@ -277,9 +243,9 @@ void same_suite(int cases) {
         }
         a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
         a.divisor_override = pick(0, 5) == 0 ? pick(1, 30) : 0;
-        compare<T, 2>(shape, a, gen, describe<2>(shape, a, seed), kernel_kind::same);
+        compare<T, 2>(shape, a, gen, describe<2>(shape, a, "seed " + std::to_string(seed)), kernel_kind::same);
         if (::testing::Test::HasFatalFailure()) return;
-        compare_backward<T>(shape, a, gen, describe<2>(shape, a, seed));
+        compare_backward<T>(shape, a, gen, describe<2>(shape, a, "seed " + std::to_string(seed)));
         if (::testing::Test::HasFatalFailure()) return;
         ++ran;
     }
@@ -326,7 +292,7 @@ void pair_suite(int cases) {
             a.pads_end[ax] = shape[ax + 2] % 2 == 0 ? pick(0, 1) : 0;  // floor keeps windows whole
         a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
         a.divisor_override = pick(0, 4) == 0 ? pick(1, 30) : 0;
-        const std::string trace = describe<2>(shape, a, seed);
+        const std::string trace = describe<2>(shape, a, "seed " + std::to_string(seed));
         {
             // Near misses must not take this kernel: the same tables of first / count at a
             // stride of 3 and dilation 2 (taps 0 and 2), and a ceil-mode partial window.
@@ -334,11 +300,13 @@ void pair_suite(int cases) {
             b.strides = {3, 2};
             b.dilations = {2, 1};
             auto near = avgpool::pooling<2>::create(shape, b);
-            if (near) EXPECT_FALSE((avgpool::detail::pair_applicable<T, 2>(avgpool::detail::plan_access::data(*near))));
+            if (near) {
+                EXPECT_FALSE((avgpool::detail::pair_applicable<T, 2>(avgpool::detail::plan_access::data(*near))));
+            }
             if (shape[2] % 2 == 1) {
-                avgpool::pool_attrs<2> c = a;
-                c.rounding = avgpool::rounding_type::ceil;
-                auto partial = avgpool::pooling<2>::create(shape, c);
+                avgpool::pool_attrs<2> ceil_attrs = a;
+                ceil_attrs.rounding = avgpool::rounding_type::ceil;
+                auto partial = avgpool::pooling<2>::create(shape, ceil_attrs);
                 ASSERT_TRUE(partial);
                 EXPECT_FALSE((avgpool::detail::pair_applicable<T, 2>(avgpool::detail::plan_access::data(*partial))));
             }
