@@ -202,21 +202,14 @@ public:
         if (grad_out == nullptr) return detail::null_pointer_error("grad_out");
         if (grad_in == nullptr) return detail::null_pointer_error("grad_in");
         const index_t items = d_.input_shape[0] * d_.input_shape[1];
+        // A plane kernel's run_backward over the executor's chunks of planes.
+        auto planes = [&](const auto& kernel) {
+            exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run_backward(grad_out, grad_in, b, e); });
+            return status{};
+        };
         if constexpr (std::is_floating_point<T>::value) {
-            if (detail::pair_applicable<T, R>(d_)) {
-                const detail::pair_kernel<T, R> kernel(d_, detail::pool_op::average);
-                exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) {
-                    kernel.run_backward(grad_out, grad_in, b, e);
-                });
-                return status{};
-            }
-            if (detail::same_applicable<T, R>(d_)) {
-                const detail::same_kernel<T, R> kernel(d_, detail::pool_op::sum, true);
-                exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) {
-                    kernel.run_backward(grad_out, grad_in, b, e);
-                });
-                return status{};
-            }
+            if (detail::pair_applicable<T, R>(d_)) return planes(detail::pair_kernel<T, R>(d_, detail::pool_op::average));
+            if (detail::same_applicable<T, R>(d_)) return planes(detail::same_kernel<T, R>(d_, detail::pool_op::sum, true));
             if (detail::backward_cf_applicable<T, R>(d_)) {
                 const detail::backward_cf<T, R> kernel(d_);
                 exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
@@ -424,6 +417,16 @@ private:
         if (in == nullptr) return detail::null_pointer_error("in");
         if (out == nullptr) return detail::null_pointer_error("out");
         const index_t items = d_.input_shape[0] * d_.input_shape[1];
+        // A plane kernel over the executor's chunks of planes.
+        auto planes = [&](const auto& kernel) {
+            exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
+            return status{};
+        };
+        // fn(plane, first, end) over the executor's chunks of plane blocks.
+        auto blocks = [&](const detail::plane_blocks& pb, const auto& fn) {
+            exec(pb.items(), [&pb, &fn](index_t begin, index_t end) { pb.for_each(begin, end, fn); });
+            return status{};
+        };
         if constexpr (std::is_floating_point<T>::value) {  // SIMD kernels: float and double
             if (d_.memory_layout == layout::channels_last && detail::cl_applicable<T, R>(d_)) {
                 // Items are output rows, so that N = 1 still splits across threads.
@@ -440,43 +443,21 @@ private:
             const detail::plane_blocks rows(items, d_.global ? 1 : outer_rows, input_size());
             if (rows.split() && detail::cf_applicable<T, R>(d_)) {
                 const detail::cf_kernel<T, R> kernel(d_, op);
-                exec(rows.items(), [&kernel, &rows, in, out](index_t begin, index_t end) {
-                    rows.for_each(begin, end, [&](index_t plane, index_t r0, index_t r1) {
-                        kernel.run_rows(in, out, plane, r0, r1);
-                    });
+                return blocks(rows, [&kernel, in, out](index_t plane, index_t r0, index_t r1) {
+                    kernel.run_rows(in, out, plane, r0, r1);
                 });
-                return status{};
             }
-            if (detail::pair_applicable<T, R>(d_)) {
-                const detail::pair_kernel<T, R> kernel(d_, op);
-                exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
-                return status{};
-            }
-            if (detail::same_applicable<T, R>(d_)) {
-                const detail::same_kernel<T, R> kernel(d_, op);
-                exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
-                return status{};
-            }
-            if (detail::flat_applicable<T, R>(d_)) {
-                const detail::flat_kernel<T, R> kernel(d_, op);
-                exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
-                return status{};
-            }
-            if (detail::cf_applicable<T, R>(d_)) {
-                const detail::cf_kernel<T, R> kernel(d_, op);
-                exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
-                return status{};
-            }
+            if (detail::pair_applicable<T, R>(d_)) return planes(detail::pair_kernel<T, R>(d_, op));
+            if (detail::same_applicable<T, R>(d_)) return planes(detail::same_kernel<T, R>(d_, op));
+            if (detail::flat_applicable<T, R>(d_)) return planes(detail::flat_kernel<T, R>(d_, op));
+            if (detail::cf_applicable<T, R>(d_)) return planes(detail::cf_kernel<T, R>(d_, op));
         }
         // The reference: blocks of a plane's outputs when there are few planes (as above).
         const detail::plane_blocks outputs(items, d_.output_spatial_volume(), input_size());
         if (outputs.split()) {
-            exec(outputs.items(), [this, &outputs, in, out, op](index_t begin, index_t end) {
-                outputs.for_each(begin, end, [&](index_t plane, index_t o0, index_t o1) {
-                    detail::reference_pool_outputs<T, R>(d_, in, out, op, plane, o0, o1);
-                });
+            return blocks(outputs, [this, in, out, op](index_t plane, index_t o0, index_t o1) {
+                detail::reference_pool_outputs<T, R>(d_, in, out, op, plane, o0, o1);
             });
-            return status{};
         }
         exec(items, [this, in, out, op](index_t begin, index_t end) {
             detail::reference_pool<T, R>(d_, in, out, op, begin, end);

@@ -93,6 +93,37 @@ double contiguous_sum(const T* x, index_t n) noexcept {
     return total;
 }
 
+// Vertical sum at column x of n0 groups of n1 rows (rows[i * n1 + j]), nested:
+// sum_i (sum_j row), the order the accuracy bound is stated for. N1 > 0 unrolls the inner sum.
+// Shared by the channels-first and channels-last kernels.
+template <class T, int N1>
+inline vec<T> nested_vsum(const T* const* rows, index_t n0, index_t n1, index_t x) noexcept {
+    using V = vec<T>;
+    V acc = V::splat(T(0));
+    for (index_t i = 0; i < n0; ++i) {
+        const T* const* r = rows + i * n1;
+        V inner = V::load(r[0] + x);
+        if constexpr (N1 > 0) {
+            for (int j = 1; j < N1; ++j) inner = inner + V::load(r[j] + x);
+        } else {
+            for (index_t j = 1; j < n1; ++j) inner = inner + V::load(r[j] + x);
+        }
+        acc = i == 0 ? inner : acc + inner;
+    }
+    return acc;
+}
+template <class T>
+inline T nested_vsum1(const T* const* rows, index_t n0, index_t n1, index_t x) noexcept {
+    T acc = T(0);
+    for (index_t i = 0; i < n0; ++i) {
+        const T* const* r = rows + i * n1;
+        T inner = r[0][x];
+        for (index_t j = 1; j < n1; ++j) inner += r[j][x];
+        acc = i == 0 ? inner : acc + inner;
+    }
+    return acc;
+}
+
 template <class T, std::size_t R>
 class cf_kernel {
     using V = vec<T>;
@@ -237,8 +268,7 @@ private:
         }
     }
 
-    // Vertical sum at column x of n0 groups of n1 rows (rows[i * n1 + j]), nested:
-    // sum_i (sum_j row). N1 > 0 unrolls the inner sum.
+    // Vertical sum at column x of n0 groups of n1 rows; R < 3 has a single group.
     template <int N1>
     static V vsum(const T* const* rows, index_t n0, index_t n1, index_t x) noexcept {
         if constexpr (R < 3) {
@@ -251,28 +281,10 @@ private:
             }
             return acc;
         }
-        V acc = V::splat(T(0));
-        for (index_t i = 0; i < n0; ++i) {
-            const T* const* r = rows + i * n1;
-            V inner = V::load(r[0] + x);
-            if constexpr (N1 > 0) {
-                for (int j = 1; j < N1; ++j) inner = inner + V::load(r[j] + x);
-            } else {
-                for (index_t j = 1; j < n1; ++j) inner = inner + V::load(r[j] + x);
-            }
-            acc = i == 0 ? inner : acc + inner;
-        }
-        return acc;
+        return nested_vsum<T, N1>(rows, n0, n1, x);
     }
     static T vsum1(const T* const* rows, index_t n0, index_t n1, index_t x) noexcept {
-        T acc = T(0);
-        for (index_t i = 0; i < n0; ++i) {
-            const T* const* r = rows + i * n1;
-            T inner = r[0][x];
-            for (index_t j = 1; j < n1; ++j) inner += r[j][x];
-            acc = i == 0 ? inner : acc + inner;
-        }
-        return acc;
+        return nested_vsum1(rows, n0, n1, x);
     }
 
     // buf[i] = vertical sum at input column x0 + (i - i_lo), for i in [i_lo, i_hi).

@@ -345,7 +345,7 @@ private:
                 return;
             }
             const index_t off = x * C_ + c;
-            for (int g = 0; g < G; ++g) out[g] = vsum_vec<N1>(rows, n0, n1, off + g * L);
+            for (int g = 0; g < G; ++g) out[g] = nested_vsum<T, N1>(rows, n0, n1, off + g * L);
         };
         index_t x0 = -pb_;
         for (int t = 0; t < K; ++t) column(x0 + t, col[t]);
@@ -367,37 +367,11 @@ private:
         }
     }
 
-    // Nested vertical sum of one vector at offset x: sum_i (sum_j rows[i * n1 + j][x]).
-    template <int N1>
-    static V vsum_vec(const T* const* rows, index_t n0, index_t n1, index_t x) noexcept {
-        V acc = V::splat(T(0));
-        for (index_t i = 0; i < n0; ++i) {
-            const T* const* r = rows + i * n1;
-            V inner = V::load(r[0] + x);
-            if constexpr (N1 > 0) {
-                for (int j = 1; j < N1; ++j) inner = inner + V::load(r[j] + x);
-            } else {
-                for (index_t j = 1; j < n1; ++j) inner = inner + V::load(r[j] + x);
-            }
-            acc = i == 0 ? inner : acc + inner;
-        }
-        return acc;
-    }
-    static T vsum_one(const T* const* rows, index_t n0, index_t n1, index_t x) noexcept {
-        T acc = T(0);
-        for (index_t i = 0; i < n0; ++i) {
-            const T* const* r = rows + i * n1;
-            T inner = r[0][x];
-            for (index_t j = 1; j < n1; ++j) inner += r[j][x];
-            acc = i == 0 ? inner : acc + inner;
-        }
-        return acc;
-    }
     template <int N1>
     static void vsum_regs(T* dst, const T* const* rows, index_t n0, index_t n1, index_t off, index_t len) noexcept {
         index_t i = 0;
-        for (; i + L <= len; i += L) vsum_vec<N1>(rows, n0, n1, off + i).store(dst + i);
-        for (; i < len; ++i) dst[i] = vsum_one(rows, n0, n1, off + i);
+        for (; i + L <= len; i += L) nested_vsum<T, N1>(rows, n0, n1, off + i).store(dst + i);
+        for (; i < len; ++i) dst[i] = nested_vsum1(rows, n0, n1, off + i);
     }
 
     // dst[i] = nested sum of rows[.][off + i], i < len (n0, n1 >= 1).
