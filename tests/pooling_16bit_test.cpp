@@ -4,8 +4,11 @@
 
 #include <avgpool/avgpool.hpp>
 
+#include "support/geometry.hpp"
+
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -79,6 +82,92 @@ void suite() {
 
 TEST(SixteenBit, Float16) { suite<avgpool::float16>(); }
 TEST(SixteenBit, BFloat16) { suite<avgpool::bfloat16>(); }
+
+// 16-bit runs the float kernels on staged float copies (chunks of planes, or of a
+// channels-last image's rows). Geometries that reach each kernel, plane counts that make
+// short last groups, both layouts, R = 1-3: each within an ulp of float on the same values,
+// and bit-identical whatever the executor (chunks start staging groups at different planes).
+template <class H, std::size_t R>
+void staged_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a, avgpool::layout lay,
+                 std::mt19937_64& gen) {
+    auto plan = avgpool::pooling<R>::create(shape, a, lay);
+    if (!plan) return;
+    SCOPED_TRACE(avgpool_test::describe<R>(shape, a, lay == avgpool::layout::channels_last ? "cl" : "cf"));
+    check<H>(*plan, gen);
+    if (::testing::Test::HasFatalFailure()) return;
+    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+    const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), n_out = static_cast<std::size_t>(plan->output_size());
+    std::vector<H> x(n_in), g(n_out);
+    for (auto& v : x) v = H(dist(gen));
+    for (auto& v : g) v = H(dist(gen));
+    std::vector<H> y1(n_out), y2(n_out), y3(n_out), b1(n_in), b2(n_in), b3(n_in);
+    avgpool::thread_pool pool(3);
+    // Uneven chunks, one at a time: 1 item, then 2, then 3, ...
+    auto uneven = [](avgpool::index_t count, const auto& fn) {
+        for (avgpool::index_t b = 0, step = 1; b < count; b += step, ++step) fn(b, std::min(count, b + step));
+    };
+    ASSERT_TRUE(plan->forward(x.data(), y1.data()).ok());
+    ASSERT_TRUE(plan->forward(x.data(), y2.data(), pool).ok());
+    ASSERT_TRUE(plan->forward(x.data(), y3.data(), uneven).ok());
+    ASSERT_TRUE(plan->backward(g.data(), b1.data()).ok());
+    ASSERT_TRUE(plan->backward(g.data(), b2.data(), pool).ok());
+    ASSERT_TRUE(plan->backward(g.data(), b3.data(), uneven).ok());
+    EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), n_out * sizeof(H))) << "forward: pool(3) differs";
+    EXPECT_EQ(0, std::memcmp(y1.data(), y3.data(), n_out * sizeof(H))) << "forward: uneven chunks differ";
+    EXPECT_EQ(0, std::memcmp(b1.data(), b2.data(), n_in * sizeof(H))) << "backward: pool(3) differs";
+    EXPECT_EQ(0, std::memcmp(b1.data(), b3.data(), n_in * sizeof(H))) << "backward: uneven chunks differ";
+}
+
+template <class H>
+void staged_suite() {
+    using avgpool::layout;
+    std::mt19937_64 gen(sizeof(H) * 77 + 1);
+    for (layout lay : {layout::channels_first, layout::channels_last}) {
+        avgpool::pool_attrs<2> pair;  // 2x2 stride 2
+        pair.kernel = {2, 2};
+        pair.strides = {2, 2};
+        staged_case<H, 2>({1, 37, 16, 16}, pair, lay, gen);
+        avgpool::pool_attrs<2> same;  // 3x3 stride 1 same grid, and 7x7
+        same.kernel = {3, 3};
+        same.pads_begin = same.pads_end = {1, 1};
+        staged_case<H, 2>({2, 9, 13, 11}, same, lay, gen);
+        same.kernel = {7, 7};
+        same.pads_begin = same.pads_end = {3, 3};
+        staged_case<H, 2>({1, 5, 20, 70}, same, lay, gen);  // wider rows than a segment
+        avgpool::pool_attrs<2> narrow;  // narrow rows at stride 2 (the flat kernel)
+        narrow.kernel = {3, 3};
+        narrow.strides = {2, 2};
+        narrow.pads_begin = narrow.pads_end = {1, 1};
+        staged_case<H, 2>({1, 300, 7, 9}, narrow, lay, gen);  // many tiny planes: several groups
+        avgpool::pool_attrs<2> global;
+        global.kernel = {14, 14};
+        staged_case<H, 2>({1, 40, 14, 14}, global, lay, gen);
+        avgpool::pool_attrs<3> cube;
+        cube.kernel = {2, 3, 3};
+        cube.strides = {1, 2, 1};
+        cube.pads_begin = {0, 1, 1};
+        staged_case<H, 3>({1, 6, 5, 12, 10}, cube, lay, gen);
+        avgpool::pool_attrs<1> line;
+        line.kernel = {25};
+        line.pads_begin = line.pads_end = {12};
+        staged_case<H, 1>({2, 7, 100}, line, lay, gen);
+        for (int c = 0; c < 40; ++c) {
+            auto pick = [&](avgpool::index_t lo, avgpool::index_t hi) {
+                return std::uniform_int_distribution<avgpool::index_t>(lo, hi)(gen);
+            };
+            const avgpool::dims<2> sp{pick(1, 30), pick(1, 40)};
+            staged_case<H, 2>({pick(1, 2), pick(1, 40), sp[0], sp[1]}, avgpool_test::random_attrs<2>(gen, sp), lay, gen);
+            const avgpool::dims<1> s1{pick(1, 200)};
+            staged_case<H, 1>({1, pick(1, 20), s1[0]}, avgpool_test::random_attrs<1>(gen, s1), lay, gen);
+            const avgpool::dims<3> s3{pick(1, 6), pick(1, 9), pick(1, 9)};
+            staged_case<H, 3>({1, pick(1, 9), s3[0], s3[1], s3[2]}, avgpool_test::random_attrs<3>(gen, s3), lay, gen);
+            if (::testing::Test::HasFatalFailure()) return;
+        }
+    }
+}
+
+TEST(SixteenBit, StagedKernelsFloat16) { staged_suite<avgpool::float16>(); }
+TEST(SixteenBit, StagedKernelsBFloat16) { staged_suite<avgpool::bfloat16>(); }
 
 TEST(SixteenBit, OneCallAndNaN) {
     avgpool::pool_attrs<1> a;

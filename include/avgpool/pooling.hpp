@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
@@ -34,6 +35,14 @@ template <class T>
 struct is_element
     : std::integral_constant<bool, std::is_same<T, float>::value || std::is_same<T, double>::value ||
                                        std::is_same<T, float16>::value || std::is_same<T, bfloat16>::value> {};
+
+// 16-bit staging (pooling::stage_planes): float elements per chunk of staged planes (64 KiB,
+// L2-resident with its outputs), zeros around them (at least the kernels' over-reads: 2
+// vectors of 16 floats, or a 7-wide window plus a vector), and the largest plane or
+// channels-last image staged at all (larger ones take the reference path).
+constexpr index_t stage_elements = index_t(1) << 14;
+constexpr index_t stage_slack = 64;
+constexpr index_t stage_max_elements = index_t(1) << 24;
 
 inline error_info null_pointer_error(const char* name) noexcept {
     return make_error_novalue(errc::null_pointer, name, -1, "null pointer");
@@ -203,18 +212,20 @@ public:
         if (grad_in == nullptr) return detail::null_pointer_error("grad_in");
         const index_t items = d_.input_shape[0] * d_.input_shape[1];
         // A plane kernel's run_backward over the executor's chunks of planes.
-        auto planes = [&](const auto& kernel) {
-            exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run_backward(grad_out, grad_in, b, e); });
-            return status{};
-        };
         if constexpr (std::is_floating_point<T>::value) {
-            if (detail::pair_applicable<T, R>(d_)) return planes(detail::pair_kernel<T, R>(d_, detail::pool_op::average));
-            if (detail::same_applicable<T, R>(d_)) return planes(detail::same_kernel<T, R>(d_, detail::pool_op::sum, true));
-            if (detail::backward_cf_applicable<T, R>(d_)) {
-                const detail::backward_cf<T, R> kernel(d_);
-                exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
-                return status{};
-            }
+            const bool done = with_backward_kernel<T>([&](const auto& kernel) {
+                exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel(grad_out, grad_in, b, e); });
+            });
+            if (done) return status{};
+        } else if (d_.memory_layout == layout::channels_first) {
+            // grad_out planes are the staged inputs, grad_in planes the outputs.
+            const bool done = with_backward_kernel<float>([&](const auto& kernel) {
+                stage_planes(grad_out, grad_in, d_.output_spatial_volume(), d_.input_spatial_volume(), exec,
+                             [&kernel](const float*, const float*, const float* g, float* gi, index_t b, index_t e) {
+                                 kernel(g, gi, b, e);
+                             });
+            });
+            if (done) return status{};
         }
         exec(items, [this, grad_out, grad_in](index_t b, index_t e) {
             detail::reference_backward<T, R>(d_, grad_out, grad_in, b, e);
@@ -411,6 +422,143 @@ private:
         }
     }
 
+    // Calls fn(kernel) with the channels-first plane kernel for element type U that serves
+    // this plan (the first that applies), and says whether there was one.
+    template <class U, class Fn>
+    bool with_plane_kernel(detail::pool_op op, Fn&& fn) const {
+        if (detail::pair_applicable<U, R>(d_)) {
+            fn(detail::pair_kernel<U, R>(d_, op));
+        } else if (detail::same_applicable<U, R>(d_)) {
+            fn(detail::same_kernel<U, R>(d_, op));
+        } else if (detail::flat_applicable<U, R>(d_)) {
+            fn(detail::flat_kernel<U, R>(d_, op));
+        } else if (detail::cf_applicable<U, R>(d_)) {
+            fn(detail::cf_kernel<U, R>(d_, op));
+        } else {
+            return false;
+        }
+        return true;
+    }
+
+    // As with_plane_kernel for backward: fn gets a callable (grad_out, grad_in, begin, end).
+    template <class U, class Fn>
+    bool with_backward_kernel(Fn&& fn) const {
+        if (detail::pair_applicable<U, R>(d_)) {
+            const detail::pair_kernel<U, R> k(d_, detail::pool_op::average);
+            fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run_backward(g, gi, b, e); });
+        } else if (detail::same_applicable<U, R>(d_)) {
+            const detail::same_kernel<U, R> k(d_, detail::pool_op::sum, true);
+            fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run_backward(g, gi, b, e); });
+        } else if (detail::backward_cf_applicable<U, R>(d_)) {
+            const detail::backward_cf<U, R> k(d_);
+            fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run(g, gi, b, e); });
+        } else {
+            return false;
+        }
+        return true;
+    }
+
+    // 16-bit types run the float kernels on float copies of a few planes at a time, so each
+    // element is converted once in and once out, and the kernel's traffic stays in L2.
+    // Each chunk's copy is [slack][planes][slack]: the slack (zeros) lets every plane take the
+    // same vector path whatever its position, so results do not depend on the executor.
+    // fn(lo, hi, src, dst, begin, end) runs planes [begin, end) of src (readable in [lo, hi)).
+    template <class T, class Exec, class Fn>
+    void stage_planes(const T* src, T* dst, index_t src_plane, index_t dst_plane, Exec& exec, const Fn& fn) const {
+        const index_t group = std::max<index_t>(1, detail::stage_elements / (src_plane + dst_plane));
+        exec(d_.input_shape[0] * d_.input_shape[1], [&](index_t begin, index_t end) {
+            const index_t g = std::min(group, end - begin), slack = detail::stage_slack;
+            const std::size_t size = static_cast<std::size_t>(2 * slack + g * (src_plane + dst_plane));
+            std::unique_ptr<float[]> buf(new float[size]);  // not zeroed: only the slack needs it
+            float* const lo = buf.get();
+            float* const s = lo + slack;
+            float* const hi = s + g * src_plane + slack;
+            float* const d = hi;
+            std::fill(lo, s, 0.0f);
+            std::fill(s + g * src_plane, hi, 0.0f);
+            for (index_t p = begin; p < end; p += g) {
+                const index_t n = std::min(g, end - p);
+                detail::to_float(src + p * src_plane, s, static_cast<std::size_t>(n * src_plane));
+                // The planes past n (a short last group) hold the previous group's values.
+                fn(lo, hi, s, d, index_t(0), n);
+                detail::from_float(d, dst + p * dst_plane, static_cast<std::size_t>(n * dst_plane));
+            }
+        });
+    }
+
+    template <class T, class Exec>
+    bool run_staged_cf(const T* in, T* out, detail::pool_op op, Exec& exec) const {
+        const index_t src_plane = d_.input_spatial_volume(), dst_plane = d_.output_spatial_volume();
+        if (src_plane + dst_plane > detail::stage_max_elements) return false;
+        return with_plane_kernel<float>(op, [&](const auto& kernel) {
+            stage_planes(in, out, src_plane, dst_plane, exec,
+                         [&kernel](const float* lo, const float* hi, const float* s, float* d, index_t b, index_t e) {
+                             run_plane_kernel(kernel, lo, hi, s, d, b, e);
+                         });
+        });
+    }
+
+    // A plane kernel over planes [b, e) of s, told how far it may read when it over-reads.
+    template <class K>
+    static void run_plane_kernel(const K& k, const float* lo, const float* hi, const float* s, float* d, index_t b, index_t e) {
+        if constexpr (std::is_same<K, detail::same_kernel<float, R>>::value) {
+            k.run_in(lo, hi, s, d, b, e);
+        } else if constexpr (std::is_same<K, detail::cf_kernel<float, R>>::value) {
+            (void)lo;
+            (void)hi;
+            k.run(s, d, b, e);
+        } else {
+            (void)lo;
+            k.run_in(hi, s, d, b, e);
+        }
+    }
+
+    // Channels-last 16-bit: each chunk of output rows converts the input rows its windows
+    // read (of one image at a time) into a float image, runs the float kernel, converts back.
+    template <class T, class Exec>
+    bool run_staged_cl(const T* in, T* out, detail::pool_op op, Exec& exec) const {
+        if (!detail::cl_applicable<float, R>(d_)) return false;
+        const index_t C = d_.input_shape[1];
+        const index_t image_in = d_.input_spatial_volume() * C, image_out = d_.output_spatial_volume() * C;
+        if (image_in + image_out > detail::stage_max_elements) return false;
+        const pool_geometry<R>& g = d_.geometry;
+        index_t rows_per_n = 1;
+        for (std::size_t a = 0; a + 1 < R; ++a) rows_per_n *= g.output[a];
+        const index_t row_out = g.output[R - 1] * C;
+        // Input rows of the outermost axis (their extent) that output rows [r0, r1) read.
+        const index_t outer_out = R == 1 ? 1 : rows_per_n / (R == 3 ? g.output[1] : 1);
+        const index_t outer_extent = R == 1 ? image_in : image_in / g.input[0];
+        const detail::cl_kernel<float, R> kernel(d_, op);
+        exec(kernel.items(), [&](index_t begin, index_t end) {
+            std::unique_ptr<float[]> buf(new float[static_cast<std::size_t>(image_in + image_out)]);
+            float* const s = buf.get();
+            float* const d = s + image_in;
+            for (index_t item = begin; item < end;) {
+                const index_t n = item / rows_per_n, r0 = item % rows_per_n;
+                const index_t r1 = std::min(rows_per_n, r0 + (end - item));
+                index_t lo = 0, hi = image_in;
+                if (R > 1) {
+                    const index_t per = rows_per_n / outer_out;  // output rows per outer output index
+                    index_t first = g.input[0], last = 0;
+                    for (index_t o = r0 / per; o <= (r1 - 1) / per; ++o) {
+                        const detail::window& w = d_.axis(0)[o];
+                        if (w.count == 0) continue;
+                        first = std::min(first, w.first);
+                        last = std::max(last, w.first + (w.count - 1) * g.dilations[0] + 1);
+                    }
+                    lo = first < last ? first * outer_extent : 0;
+                    hi = first < last ? last * outer_extent : 0;
+                }
+                if (lo < hi) detail::to_float(in + n * image_in + lo, s + lo, static_cast<std::size_t>(hi - lo));
+                kernel.run(s, d, r0, r1);
+                detail::from_float(d + r0 * row_out, out + (n * rows_per_n + r0) * row_out,
+                                   static_cast<std::size_t>((r1 - r0) * row_out));
+                item += r1 - r0;
+            }
+        });
+        return true;
+    }
+
     template <class T, class Exec>
     status run(const T* in, T* out, detail::pool_op op, Exec&& exec) const {
         static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
@@ -420,7 +568,6 @@ private:
         // A plane kernel over the executor's chunks of planes.
         auto planes = [&](const auto& kernel) {
             exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
-            return status{};
         };
         // fn(plane, first, end) over the executor's chunks of plane blocks.
         auto blocks = [&](const detail::plane_blocks& pb, const auto& fn) {
@@ -447,10 +594,11 @@ private:
                     kernel.run_rows(in, out, plane, r0, r1);
                 });
             }
-            if (detail::pair_applicable<T, R>(d_)) return planes(detail::pair_kernel<T, R>(d_, op));
-            if (detail::same_applicable<T, R>(d_)) return planes(detail::same_kernel<T, R>(d_, op));
-            if (detail::flat_applicable<T, R>(d_)) return planes(detail::flat_kernel<T, R>(d_, op));
-            if (detail::cf_applicable<T, R>(d_)) return planes(detail::cf_kernel<T, R>(d_, op));
+            if (with_plane_kernel<T>(op, planes)) return status{};
+        } else if (d_.memory_layout == layout::channels_first) {
+            if (run_staged_cf(in, out, op, exec)) return status{};
+        } else if (run_staged_cl(in, out, op, exec)) {
+            return status{};
         }
         // The reference: blocks of a plane's outputs when there are few planes (as above).
         const detail::plane_blocks outputs(items, d_.output_spatial_volume(), input_size());

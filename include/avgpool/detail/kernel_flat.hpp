@@ -74,6 +74,13 @@ public:
     /// Planes item_begin .. item_end - 1 (item = n * C + c). Blocks of output rows run across
     /// plane boundaries, so small planes (7x7) share the per-block costs.
     void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
+        const index_t in_plane = R == 1 ? W_ : p_.geometry.input[0] * W_;
+        run_in(in + p_.input_shape[0] * p_.input_shape[1] * in_plane, in, out, item_begin, item_end);
+    }
+
+    /// As run(), with the input readable up to in_end (narrow rows over-read up to 2 vectors
+    /// past a plane's end while they stay below it).
+    void run_in(const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
         alignas(64) T buf[flat_block + 4 * L];
         alignas(64) T obuf[flat_block + 2 * L];  // a block's outputs, copied out at once
         T* P[2] = {buf, buf + rows_per_block_ * row_len_};
@@ -83,8 +90,6 @@ public:
         const index_t in_plane = R == 1 ? W_ : g.input[0] * W_;
         const T* rows[cf_max_outer_rows];
         const index_t g_end = item_end * Ho;
-        // Narrow rows over-read whole vectors; this bounds them to the input tensor.
-        const T* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * in_plane;
         const T* src = in + item_begin * in_plane;  // plane of the next row to fill
         index_t oh = 0;                             // its output row in that plane
         for (index_t g0 = item_begin * Ho; g0 < g_end; g0 += rows_per_block_) {

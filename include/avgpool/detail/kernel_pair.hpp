@@ -63,7 +63,12 @@ public:
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
     void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
-        const T* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * H_ * W_;
+        run_in(in + p_.input_shape[0] * p_.input_shape[1] * H_ * W_, in, out, item_begin, item_end);
+    }
+
+    /// As run(), with the input readable up to in_end (a row pair's vector reads reach up to
+    /// 2 vectors past its end while they stay below it).
+    void run_in(const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
         const V sc = V::splat(scale_);
         T* const out_end = out + item_end * Ho_ * Wo_;
         for (index_t item = item_begin; item < item_end; ++item) {

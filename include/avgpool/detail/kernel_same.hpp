@@ -91,9 +91,15 @@ public:
     void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
         // Zero rows above and below the plane's horizontal sums stand for the padding;
         // written once per call, the passes never touch them.
+        run_in(in, in + p_.input_shape[0] * p_.input_shape[1] * n_, in, out, item_begin, item_end);
+    }
+
+    /// As run(), with the input readable in [in_begin, in_end) (vector reads reach up to
+    /// pad_left before a plane and kw + L past it while they stay inside).
+    void run_in(const T* in_begin, const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
         std::vector<T> buf(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), T(0));
-        const T* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * n_;
-        for (index_t item = item_begin; item < item_end; ++item) plane(in, in_end, in + item * n_, out + item * n_, buf.data());
+        for (index_t item = item_begin; item < item_end; ++item)
+            plane(in_begin, in_end, in + item * n_, out + item * n_, buf.data());
     }
 
     /// backward() on a kernel made with transpose = true and pool_op::sum: each plane of
