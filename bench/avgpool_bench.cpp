@@ -83,21 +83,21 @@ problem<R> make_problem(const shape& sh, avgpool::divisor_type div,
     return p;
 }
 
-template <std::size_t R>
+template <std::size_t R, class T = float>
 void bench_avgpool(benchmark::State& state, problem<R> p) {
     auto plan = avgpool::pooling<R>::create(p.in_shape, p.attrs, p.lay);
     if (!plan) {
         state.SkipWithError(plan.error().message().c_str());
         return;
     }
-    std::vector<float> in(static_cast<std::size_t>(plan->input_size()), 1.0f);
-    std::vector<float> out(static_cast<std::size_t>(plan->output_size()));
+    std::vector<T> in(static_cast<std::size_t>(plan->input_size()), T(1.0f));
+    std::vector<T> out(static_cast<std::size_t>(plan->output_size()));
     for (auto _ : state) {
         plan->forward(in.data(), out.data());
         benchmark::DoNotOptimize(out.data());
         benchmark::ClobberMemory();
     }
-    state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((in.size() + out.size()) * sizeof(float)));
+    state.SetBytesProcessed(state.iterations() * static_cast<int64_t>((in.size() + out.size()) * sizeof(T)));
 }
 
 // forward() through an avgpool::thread_pool of `threads` threads, made once before the timed
@@ -230,6 +230,9 @@ void bench_onednn(benchmark::State& state, problem<R> p, bool include_padding) {
 }
 #endif
 
+// Kernel volume at most 9: the shapes whose bars are set against memcpy.
+bool memory_bound(const shape& sh) { return sh.k[0] * sh.k[1] * sh.k[2] <= 9; }
+
 template <std::size_t R>
 void register_shape(const shape& sh) {
     // exclude-pad, and the full-kernel divisor that oneDNN's include-padding means.
@@ -244,6 +247,10 @@ void register_shape(const shape& sh) {
         if (!include) {
             benchmark::RegisterBenchmark(("memcpy/" + tag).c_str(), bench_memcpy<R>, p);
             benchmark::RegisterBenchmark(("backward/" + tag).c_str(), bench_backward<R>, p);
+            if (memory_bound(sh)) {  // 16-bit storage against these float rows
+                benchmark::RegisterBenchmark(("avgpool_bf16/" + tag).c_str(), bench_avgpool<R, avgpool::bfloat16>, p);
+                benchmark::RegisterBenchmark(("avgpool_f16/" + tag).c_str(), bench_avgpool<R, avgpool::float16>, p);
+            }
         }
     }
 }
@@ -260,6 +267,8 @@ void register_shape_cl(const shape& sh) {
 #if AVGPOOL_BENCH_HAVE_DNNL
         benchmark::RegisterBenchmark(("onednn_cl/" + tag).c_str(), bench_onednn<R>, p, include);
 #endif
+        if (!include && memory_bound(sh))
+            benchmark::RegisterBenchmark(("avgpool_cl_bf16/" + tag).c_str(), bench_avgpool<R, avgpool::bfloat16>, p);
     }
 }
 

@@ -69,6 +69,39 @@ def channels_last_table(times, shapes):
           (": " + ", ".join(fails) if fails else ""))
 
 
+def sixteen_bit_table(times):
+    """16-bit storage rows (avgpool_bf16, avgpool_f16, avgpool_cl_bf16) against the float rows of
+    the same shape and layout (exclude-pad, memory-bound shapes); bar bf16 <= 0.65 x f32."""
+    pairs = [("avgpool_bf16", "avgpool"), ("avgpool_f16", "avgpool"), ("avgpool_cl_bf16", "avgpool_cl")]
+    rows = sorted({k[1] for k in times if k[0] in dict(pairs)})
+    if not rows:
+        return
+    print()
+    print("16-bit storage against float (exclude-pad, memory-bound shapes):")
+    print()
+    print("| shape | f32 us | bf16 / f32 | f16 / f32 | f32 cl us | bf16 cl / f32 cl |")
+    print("|---|---|---|---|---|---|")
+    ratios = {}
+    fmt = lambda r: f"{r:.2f}" if r is not None else "-"
+    for shape in rows:
+        cells = []
+        for impl, base in pairs:
+            t, f = times.get((impl, shape, "exclude")), times.get((base, shape, "exclude"))
+            r = t / f if t and f else None
+            if r is not None:
+                ratios.setdefault(impl, []).append(r)
+            cells.append(r)
+        f32 = times.get(("avgpool", shape, "exclude"))
+        f32cl = times.get(("avgpool_cl", shape, "exclude"))
+        print(f"| {shape} | {f32 / 1000 if f32 else 0:.1f} | {fmt(cells[0])} | {fmt(cells[1])} | "
+              f"{f32cl / 1000 if f32cl else 0:.1f} | {fmt(cells[2])} |")
+    print()
+    for impl, rs in sorted(ratios.items()):
+        rs.sort()
+        bar = f", {sum(r > 0.65 for r in rs)} of {len(rs)} above the 0.65 bar" if "bf16" in impl else ""
+        print(f"{impl} / float: median {rs[len(rs) // 2]:.2f}, max {rs[-1]:.2f}{bar}")
+
+
 def threads_table(data):
     """threads/<shape>/<t> rows (forward through a thread_pool of t threads, real time): the
     speedup time(t = 1) / time(t = 2) per shape, bar >= 1.6 on a 2-core machine."""
@@ -143,6 +176,7 @@ def main():
     print(f"Rows missing a bar: {len(fails)} of {len(logs)}")
 
     channels_last_table(times, shapes)
+    sixteen_bit_table(times)
     threads_table(data)
 
     # Backward against forward (same shape, exclude-pad), bar <= 1.5.
