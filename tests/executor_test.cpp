@@ -479,6 +479,16 @@ void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>
             avgpool::detail::reference_pool<T, R>(d, in.data(), whole.data(), op, 0, planes);
         EXPECT_TRUE(same_bytes(split, whole)) << (avg ? "average" : "sum");
     }
+    // Backward splits input rows; each row is computed as the per-row order computes it.
+    if (!d.global && avgpool::detail::backward_cf_applicable<T, R>(d)) {
+        const std::vector<T> grad = random_values<T>(n, 77);
+        const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
+        std::vector<T> split(n_in, T(3)), whole(n_in, T(4));
+        ASSERT_TRUE(plan->backward(grad.data(), split.data(), pool));
+        avgpool::detail::backward_cf<T, R>(d, avgpool::detail::backward_order::per_row)
+            .run(grad.data(), whole.data(), 0, planes);
+        EXPECT_TRUE(same_bytes(split, whole)) << "backward";
+    }
 }
 
 template <class T>
@@ -527,6 +537,23 @@ TEST(ExecutorPooling, SinglePlaneIsSplitAcrossThreads) {
         EXPECT_EQ(chunks.load(), static_cast<int>(std::min<index_t>(count, 2)));
         return count;
     };
+    // The same for backward (channels-first row kernel: input rows split).
+    auto backward_items = [&](const auto& plan, const std::string& what) {
+        SCOPED_TRACE(what);
+        EXPECT_TRUE(plan);
+        if (!plan) return index_t(-1);
+        std::vector<float> g(static_cast<std::size_t>(plan->output_size()), 1.0f);
+        std::vector<float> gi(static_cast<std::size_t>(plan->input_size()));
+        index_t count = 0;
+        EXPECT_TRUE(plan->backward(g.data(), gi.data(), [&](index_t n, auto&& fn) {
+            count = n;
+            pool(n, fn);
+        }));
+        return count;
+    };
+    EXPECT_GE(backward_items(pooling<2>::create({1, 1, 128, 128}, attrs<2>(5, 3, 2, 2)), "backward 5x5 s3 dil 2"), 2);
+    EXPECT_GE(backward_items(pooling<3>::create({1, 2, 16, 56, 56}, attrs<3>(3, 2, 1)), "backward 3-D"), 2);
+    EXPECT_EQ(backward_items(pooling<1>::create({1, 1, 100000}, attrs<1>(3, 2, 1)), "backward 1-D: one row"), 1);
     EXPECT_GE(items(pooling<2>::create({1, 1, 224, 224}, attrs<2>(3, 1, 1)), "3x3 s1 p1 224x224"), 2);
     EXPECT_GE(items(pooling<2>::create({1, 1, 224, 224}, attrs<2>(2, 2, 0)), "2x2 s2 224x224"), 2);
     EXPECT_GE(items(pooling<2>::create({1, 1, 128, 128}, attrs<2>(5, 3, 2, 2)), "5x5 s3 dil 2 128x128"), 2);

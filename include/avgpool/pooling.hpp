@@ -213,6 +213,19 @@ public:
         const index_t items = d_.input_shape[0] * d_.input_shape[1];
         // A plane kernel's run_backward over the executor's chunks of planes.
         if constexpr (std::is_floating_point<T>::value) {
+            // Few planes: blocks of input rows (as forward splits output rows), by shape only.
+            if (!d_.global && detail::backward_cf_applicable<T, R>(d_)) {
+                const detail::backward_cf<T, R> kernel(d_);
+                const detail::plane_blocks rows(items, kernel.outer_rows(), input_size());
+                if (rows.split()) {
+                    exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
+                        rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
+                            kernel.run_rows(grad_out, grad_in, plane, r0, r1);
+                        });
+                    });
+                    return status{};
+                }
+            }
             const bool done = with_backward_kernel<T>([&](const auto& kernel) {
                 exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel(grad_out, grad_in, b, e); });
             });

@@ -205,6 +205,22 @@ public:
         }
     }
 
+    /// Outer input rows of a plane (every axis but the last): the units of run_rows.
+    index_t outer_rows() const noexcept {
+        index_t n = 1;
+        for (std::size_t a = 0; a + 1 < R; ++a) n *= p_.geometry.input[a];
+        return n;
+    }
+
+    /// Outer input rows [r0, r1) of plane `item`, each row by itself: the few-plane split, so
+    /// that N = 1 with few channels uses every thread. Not for global plans.
+    void run_rows(const T* grad_out, T* grad_in, index_t item, index_t r0, index_t r1) const {
+        buffers b;
+        std::fill(b.sp, b.sp + front_, T(0));
+        std::fill(b.sp + front_ + Wo_, b.sp + front_ + std::max(Wo_, len_ + 2 * L), T(0));
+        rows(b, grad_out + item * p_.output_spatial_volume(), grad_in + item * p_.input_spatial_volume(), r0, r1);
+    }
+
 private:
     enum class hmode { gather1, gather2, scatter };
 
@@ -249,17 +265,26 @@ private:
         return c[x].first == c[x - 1].first && c[x].count == c[x - 1].count;
     }
 
-    void plane(buffers& b, const T* go, T* gi) const {
+    void plane(buffers& b, const T* go, T* gi) const { rows(b, go, gi, 0, outer_rows()); }
+
+    // Input rows [r0, r1) of one plane, each by itself (outer rows: h for R = 2, z * H + h for
+    // R = 3; R = 1 has one). A row gathering the same outputs as the row before copies it,
+    // when that row is in the range.
+    void rows(buffers& b, const T* go, T* gi, index_t r0, index_t r1) const {
         const pool_geometry<R>& g = p_.geometry;
         const std::size_t row_bytes = static_cast<std::size_t>(W_) * sizeof(T);
         if constexpr (R == 1) {
+            (void)r0;
+            (void)r1;
+            (void)row_bytes;
+            (void)g;
             b.rows[0] = go;
             b.factor[0] = T(1);
             row(b, 1, gi);
         } else if constexpr (R == 2) {
-            for (index_t h = 0; h < g.input[0]; ++h) {
+            for (index_t h = r0; h < r1; ++h) {
                 T* dst = gi + h * W_;
-                if (same_as_previous(0, h)) {
+                if (h > r0 && same_as_previous(0, h)) {
                     std::memcpy(dst, dst - W_, row_bytes);
                     continue;
                 }
@@ -272,9 +297,10 @@ private:
             }
         } else {
             const index_t H = g.input[1], Ho = g.output[1], HW = H * W_;
-            for (index_t z = 0; z < g.input[0]; ++z) {
+            for (index_t z = r0 / H; z * H < r1; ++z) {
                 T* slab = gi + z * HW;
-                if (same_as_previous(0, z)) {
+                const index_t h0 = std::max<index_t>(r0 - z * H, 0), h1 = std::min<index_t>(r1 - z * H, H);
+                if (h0 == 0 && h1 == H && (z - 1) * H >= r0 && same_as_previous(0, z)) {
                     std::memcpy(slab, slab - HW, row_bytes * static_cast<std::size_t>(H));
                     continue;
                 }
@@ -283,9 +309,9 @@ private:
                     b.outer_o[nz] = o;
                     b.outer_f[nz++] = f;
                 });
-                for (index_t h = 0; h < H; ++h) {
+                for (index_t h = h0; h < h1; ++h) {
                     T* dst = slab + h * W_;
-                    if (same_as_previous(1, h)) {
+                    if (h > h0 && same_as_previous(1, h)) {
                         std::memcpy(dst, dst - W_, row_bytes);
                         continue;
                     }
