@@ -542,16 +542,22 @@ private:
         const index_t outer_out = R == 1 ? 1 : rows_per_n / (R == 3 ? g.output[1] : 1);
         const index_t outer_extent = R == 1 ? image_in : image_in / g.input[0];
         const detail::cl_kernel<float, R> kernel(d_, op);
+        const index_t per = rows_per_n / outer_out;  // output rows per outer output index
+        // Output rows per step: their new input rows and outputs fill about stage_elements,
+        // so each converted row is still in cache when the kernel reads it.
+        const index_t step = std::max<index_t>(
+            1, detail::stage_elements * per / (per * row_out + (R == 1 ? image_in : g.strides[0] * outer_extent)));
         exec(kernel.items(), [&](index_t begin, index_t end) {
             std::unique_ptr<float[]> buf(new float[static_cast<std::size_t>(image_in + image_out)]);
             float* const s = buf.get();
             float* const d = s + image_in;
+            index_t image = -1, clo = 0, chi = 0;  // input elements [clo, chi) of `image` are in s
             for (index_t item = begin; item < end;) {
                 const index_t n = item / rows_per_n, r0 = item % rows_per_n;
-                const index_t r1 = std::min(rows_per_n, r0 + (end - item));
+                const index_t r1 = std::min({rows_per_n, r0 + (end - item), r0 + step});
+                if (n != image) image = n, clo = chi = 0;
                 index_t lo = 0, hi = image_in;
                 if (R > 1) {
-                    const index_t per = rows_per_n / outer_out;  // output rows per outer output index
                     index_t first = g.input[0], last = 0;
                     for (index_t o = r0 / per; o <= (r1 - 1) / per; ++o) {
                         const detail::window& w = d_.axis(0)[o];
@@ -562,7 +568,20 @@ private:
                     lo = first < last ? first * outer_extent : 0;
                     hi = first < last ? last * outer_extent : 0;
                 }
-                if (lo < hi) detail::to_float(in + n * image_in + lo, s + lo, static_cast<std::size_t>(hi - lo));
+                // Consecutive steps read overlapping rows: convert only what is not in s yet.
+                auto convert = [&](index_t a, index_t b) {
+                    if (a < b) detail::to_float(in + n * image_in + a, s + a, static_cast<std::size_t>(b - a));
+                };
+                if (lo < hi) {
+                    if (hi <= clo || lo >= chi) {
+                        convert(lo, hi);
+                        clo = lo, chi = hi;
+                    } else {
+                        convert(lo, clo);
+                        convert(chi, hi);
+                        clo = std::min(clo, lo), chi = std::max(chi, hi);
+                    }
+                }
                 kernel.run(s, d, r0, r1);
                 detail::from_float(d + r0 * row_out, out + (n * rows_per_n + r0) * row_out,
                                    static_cast<std::size_t>((r1 - r0) * row_out));
