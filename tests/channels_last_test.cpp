@@ -193,6 +193,46 @@ TEST(ChannelsLast, GlobalAndWideShapes) {
     }
 }
 
+// Long kernels at stride 1 (the block-sum path: suffix of one block plus prefix of the next)
+// and channel counts that are not a multiple of the vector width (the last vector shifted
+// back), 1-D and 2-D, every pad up to k - 1, both divisors.
+TEST(ChannelsLast, LongKernelsStrideOne) {
+    std::mt19937_64 gen(29);
+    for (index_t k : {6, 7, 9, 13, 25, 32}) {
+        for (index_t pad : {index_t(0), k / 2, k - 1}) {
+            for (index_t W : {k, k + 1, 2 * k - 1, 2 * k + 3, 3 * k + 5}) {
+                for (index_t C : {8, 9, 21, 35}) {
+                    for (auto div : {avgpool::divisor_type::exclude_pad, avgpool::divisor_type::include_pad}) {
+                        const std::string t = "k " + std::to_string(k) + " pad " + std::to_string(pad) + " W " +
+                                              std::to_string(W) + " C " + std::to_string(C) +
+                                              (div == avgpool::divisor_type::include_pad ? " include" : " exclude");
+                        avgpool::pool_attrs<1> a;
+                        a.kernel = {k};
+                        a.pads_begin = {pad};
+                        a.pads_end = {(pad + W) % k == 0 ? pad : pad / 2};
+                        a.divisor = div;
+                        auto p1 = avgpool::pooling<1>::create({2, C, W}, a, avgpool::layout::channels_last);
+                        ASSERT_TRUE(p1.ok()) << t;
+                        EXPECT_TRUE((compare_plan<float, 1>(*p1, gen, t))) << t;
+                        if (C == 9) {
+                            EXPECT_TRUE((compare_plan<double, 1>(*p1, gen, t))) << t;
+                        }
+                        avgpool::pool_attrs<2> b;
+                        b.kernel = {2, k};
+                        b.pads_begin = {1, pad};
+                        b.pads_end = {0, a.pads_end[0]};
+                        b.divisor = div;
+                        auto p2 = avgpool::pooling<2>::create({1, C, 3, W}, b, avgpool::layout::channels_last);
+                        ASSERT_TRUE(p2.ok()) << t;
+                        EXPECT_TRUE((compare_plan<float, 2>(*p2, gen, t + " 2-D"))) << t;
+                        if (::testing::Test::HasFailure()) return;
+                    }
+                }
+            }
+        }
+    }
+}
+
 // The mean of many ones is exactly 1, through forward().
 TEST(ChannelsLast, MeanOfOnesIsExact) {
     avgpool::pool_attrs<2> a;

@@ -3,7 +3,16 @@
 //
 // The fast channels-last kernel (N[D]HWC; R = 1, 2, 3; float and double). Each spatial
 // position holds C contiguous values, so SIMD runs over channels and never needs gathers.
-// Work unit: one output row (fixed n and outer output coordinates).
+// Work unit: one output row (fixed n and outer output coordinates). Dilation 1, no adaptive
+// windows, at most cl_register_rows input rows and C >= one vector take a fused path with
+// no row buffer pass (the vertical sums are formed per input column as needed):
+//   - ring (K <= 5, stride 1-2, C >= 4 vectors): output columns in order, all channels of a
+//     block each, the last K columns' vertical sums in a ring of the buffer;
+//   - register sliding (K <= 5, stride 1-2, fewer channels, C a multiple of the width): the
+//     column sums of a few vectors of channels slid along the row in registers;
+//   - block sums (5 < K <= cl_max_block, stride 1): each window is the suffix of one block of
+//     K columns plus the prefix of the next, each summed directly (van Herk / Gil-Werman).
+// Everything else goes through the general path:
 //   1. Vertical pass: the input rows of the window's outer taps are summed into a row buffer
 //      (contiguous spans, full SIMD width, the first row loaded rather than added to zeros).
 //      A row whose window has one outer tap skips the buffer and is read in place.
@@ -15,11 +24,14 @@
 // Sums are nested per axis (sum over w of sum over h of sum over d), which keeps the rounding
 // error within 4 * (k_1 + ... + k_R) * eps * sum|x| (DESIGN.md section 3); divisors are the
 // channels-first kernel's: the override, or outer factor times the last axis's factor, formed
-// exactly in T, and a true division.
+// exactly in T, and a division that is exact up to a last-bit tie (quotient_by). Every
+// output's arithmetic depends only on the plan and its position, never on which items run
+// together, so results are bit-identical for every executor.
 #ifndef AVGPOOL_DETAIL_KERNEL_CL_HPP
 #define AVGPOOL_DETAIL_KERNEL_CL_HPP
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <limits>
@@ -28,6 +40,17 @@
 #include "plan.hpp"
 #include "reference.hpp"
 #include "simd.hpp"
+
+// Small helpers of the kernels' inner loops: GCC does not always inline them on its own.
+#ifndef AVGPOOL_CL_INLINE
+#if defined(__GNUC__) || defined(__clang__)
+#define AVGPOOL_CL_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define AVGPOOL_CL_INLINE __forceinline
+#else
+#define AVGPOOL_CL_INLINE inline
+#endif
+#endif
 
 namespace avgpool {
 namespace detail {
@@ -41,6 +64,16 @@ constexpr index_t cl_max_outer_rows = 1024;
 constexpr index_t cl_register_rows = 16;
 // Elements per chunk of the many-rows vertical pass (its partial sums stay in L1).
 constexpr index_t cl_chunk = 512;
+// Longest last-axis kernel of the block-sum path (two blocks of column sums on the stack).
+constexpr index_t cl_max_block = 32;
+// Bytes of the ring path's K slots of column sums (part of the row buffer).
+#ifndef AVGPOOL_CL_RING_BYTES
+#define AVGPOOL_CL_RING_BYTES 16384
+#endif
+constexpr index_t cl_ring_bytes = AVGPOOL_CL_RING_BYTES;
+// The ring path needs this many vectors of channels to pay for its per-output overhead
+// (fewer: the register path slides over the row once per group of vectors).
+constexpr index_t cl_ring_min_vectors = 4;
 
 template <class T>
 constexpr index_t cl_capacity() noexcept {
@@ -140,6 +173,7 @@ class cl_kernel {
     using V = vec<T>;
     static constexpr index_t L = static_cast<index_t>(V::width);
     static constexpr index_t cap = cl_capacity<T>();
+    static constexpr index_t ring_cap = cl_ring_bytes / static_cast<index_t>(sizeof(T));
 
 public:
     /// Requires cl_applicable<T, R>(p).
@@ -160,6 +194,13 @@ public:
         last_ = p.axis(R - 1);
         last_div_ = p.template last_divisor<T>();
         pb_ = g.pads_begin[R - 1];
+        k_ = g.kernel[R - 1];
+        if (C_ >= cl_ring_min_vectors * L && k_ <= 5) {
+            // Ring blocks: K slots of at most cl_ring_bytes in all, whole vectors.
+            const index_t most = std::max<index_t>(L, (ring_cap / k_) / L * L);
+            const index_t nb = (C_ + most - 1) / most;
+            rcb_ = nb == 1 ? C_ : std::min(C_, ((C_ + nb - 1) / nb + L - 1) / L * L);
+        }
         fused_ = pick_fused();
     }
 
@@ -202,7 +243,8 @@ public:
 
 private:
     struct buffers {
-        alignas(64) T buf[cap + L];  // + L: whole-vector reads past a flat block's last channel
+        // + L: whole-vector reads past a flat block's last channel; the ring path may use more.
+        alignas(64) T buf[std::max(cap, ring_cap) + L];
         alignas(64) T tmp[cl_chunk];
     };
 
@@ -212,24 +254,49 @@ private:
         bool fixed;
         T value;
         const T* last;
-        T scalar(index_t ow) const noexcept { return fixed ? value : value * last[ow]; }
+        AVGPOOL_CL_INLINE T scalar(index_t ow) const noexcept { return fixed ? value : value * last[ow]; }
         V at(index_t ow) const noexcept { return V::splat(scalar(ow)); }
     };
 
     // a / d, correctly rounded up to a last-bit tie: with FMA, a multiply by the reciprocal r
     // then one exact-residual correction (q + (a - q d) r), which costs less than a vector
     // division and returns exact quotients exactly (the mean of ones is 1); else a division.
+    // When d is a power of two, r = 1 / d exactly, so a * r is the correctly rounded a / d
+    // (the same real number): one multiply (2x2 and 2x2x2 windows, k = 2, 4, 8, ...).
     struct quotient_by {
         V d, r;
+        bool exact;
         explicit quotient_by(T div) noexcept
-            : d(V::splat(div)), r(V::splat(div != T(0) ? T(1) / div : std::numeric_limits<T>::infinity())) {}
-        V operator()(V a) const noexcept {
+            : d(V::splat(div)),
+              r(V::splat(div != T(0) ? T(1) / div : std::numeric_limits<T>::infinity())),
+              exact(power_of_two(div)) {}
+        static bool power_of_two(T div) noexcept {
+            if (!(div > T(0)) || div > std::numeric_limits<T>::max()) return false;
+            int e = 0;
+            return std::frexp(div, &e) == T(0.5);
+        }
+        AVGPOOL_CL_INLINE V operator()(V a) const noexcept {
+            if (exact) return a * r;
 #if AVGPOOL_HAS_XSIMD && defined(__FMA__)
             const V q{a.v * r.v};
             return V{xsimd::fma(xsimd::fnma(q.v, d.v, a.v), r.v, q.v)};
 #else
             return a / d;
 #endif
+        }
+    };
+
+    // The quotient for a run of outputs whose divisor rarely changes (an exclude-pad row
+    // differs only near its ends): rebuilt, with its scalar reciprocal, only on a change.
+    struct divider {
+        T cur = T(-1);  // divisors are >= 0: the first call always builds
+        quotient_by q{T(1)};
+        AVGPOOL_CL_INLINE const quotient_by& operator()(T div) noexcept {
+            if (AVGPOOL_UNLIKELY(div != cur)) {
+                q = quotient_by(div);
+                cur = div;
+            }
+            return q;
         }
     };
 
@@ -247,7 +314,7 @@ private:
                               last_div_};
         const index_t nrows = n0 * n1;
         if (fused_ != nullptr && nrows >= 1 && nrows <= cl_register_rows) {
-            (this->*fused_)(rows, n0, n1, dst, average, div);
+            (this->*fused_)(b, rows, n0, n1, dst, average, div);
             return;
         }
         // One input row and whole vectors only: read it in place.
@@ -290,19 +357,38 @@ private:
         }
     }
 
-    using fused_fn = void (cl_kernel::*)(const T* const*, index_t, index_t, T*, bool, const row_divisor&) const;
+    using fused_fn = void (cl_kernel::*)(buffers&, const T* const*, index_t, index_t, T*, bool,
+                                         const row_divisor&) const;
 
-    // The fused path: small kernels (K <= 5) at stride 1 or 2 with dilation 1, whole vectors
-    // of channels. No buffer: the vertical sums of the window's columns are kept in registers
-    // and slid along the row (stride 1 reuses K - 1 of them per output, stride 2 K - 2).
+    // The fused path, dilation 1 and at least one whole vector of channels (C >= L; when C is
+    // not a multiple of L the last vector is shifted back to end at C: its overlap with the
+    // one before is computed twice, the same way, to the same values). No buffer: the
+    // vertical sums of the window's columns are kept in registers.
+    //  - Small kernels (K <= 5) at stride 1 or 2: the column sums are slid along the row
+    //    (stride 1 reuses K - 1 of them per output, stride 2 K - 2).
+    //  - Long kernels (5 < K <= cl_max_block) at stride 1: block sums (block_chunk).
     // Window ow covers columns ow * S - pb + t, t < K; those outside the input count as zero
     // columns, which is exactly the table's clipped window (first, count).
     fused_fn pick_fused() const noexcept {
         const pool_geometry<R>& g = p_.geometry;
-        if (p_.adaptive || d_ != 1 || C_ % L != 0) return nullptr;
+        if (p_.adaptive || d_ != 1 || C_ < L) return nullptr;
         const index_t k = g.kernel[R - 1], s = g.strides[R - 1];
+        if (s == 1 && k > 5 && k <= cl_max_block && Wo_ >= 2) return &cl_kernel::fused<0, 1>;
         if (s != 1 && s != 2) return nullptr;
         const bool two = s == 2;
+#ifndef AVGPOOL_CL_NO_RING
+        if (rcb_ > 0) {
+            switch (k) {
+                case 1: return two ? &cl_kernel::ring<1, 2> : &cl_kernel::ring<1, 1>;
+                case 2: return two ? &cl_kernel::ring<2, 2> : &cl_kernel::ring<2, 1>;
+                case 3: return two ? &cl_kernel::ring<3, 2> : &cl_kernel::ring<3, 1>;
+                case 4: return two ? &cl_kernel::ring<4, 2> : &cl_kernel::ring<4, 1>;
+                case 5: return two ? &cl_kernel::ring<5, 2> : &cl_kernel::ring<5, 1>;
+                default: break;
+            }
+        }
+#endif
+        if (C_ % L != 0) return nullptr;
         switch (k) {
             case 1: return two ? &cl_kernel::fused<1, 2> : &cl_kernel::fused<1, 1>;
             case 2: return two ? &cl_kernel::fused<2, 2> : &cl_kernel::fused<2, 1>;
@@ -313,57 +399,255 @@ private:
         }
     }
 
+    // The ring path (K <= 5, stride 1 or 2): output columns in order, each over every channel
+    // of a block (contiguous loads and stores: the input rows stream through the prefetchers).
+    // The vertical sums of the last K columns are kept in a ring of K slots of the buffer;
+    // each output computes its newest column(s), stores them in the ring and adds the older
+    // slots: K - 1 + 1 additions per output vector, in column order as in a direct sum.
     template <int K, int S>
-    void fused(const T* const* rows, index_t n0, index_t n1, T* dst, bool average, const row_divisor& div) const {
+    void ring(buffers& b, const T* const* rows, index_t n0, index_t n1, T* dst, bool average,
+              const row_divisor& div) const {
+        if (n0 == 1) {
+            switch (n1) {
+                case 1: return ring_rows<K, S, 1>(b, rows, n0, n1, dst, average, div);
+                case 2: return ring_rows<K, S, 2>(b, rows, n0, n1, dst, average, div);
+                case 3: return ring_rows<K, S, 3>(b, rows, n0, n1, dst, average, div);
+                default: break;
+            }
+        }
+        ring_rows<K, S, 0>(b, rows, n0, n1, dst, average, div);
+    }
+
+    // Vertical sum at element offset off (channels off .. off + L - 1 of some column).
+    template <int N1>
+    struct vsource {
+        const T* const* rows;
+        index_t n0, n1;
+        const T* r[N1 > 0 ? N1 : 1];
+        AVGPOOL_CL_INLINE V operator()(index_t off) const noexcept {
+            if constexpr (N1 > 0) {
+                V a = V::load(r[0] + off);
+                for (int j = 1; j < N1; ++j) a = a + V::load(r[j] + off);
+                return a;
+            } else {
+                return nested_vsum<T, 0>(rows, n0, n1, off);
+            }
+        }
+    };
+
+    template <int K, int S, int N1>
+    void ring_rows(buffers& b, const T* const* rows, index_t n0, index_t n1, T* dst, bool average,
+                   const row_divisor& div) const {
+        vsource<N1> src{rows, n0, n1, {}};
+        if constexpr (N1 > 0)
+            for (int j = 0; j < N1; ++j) src.r[j] = rows[j];
+        const index_t cb = rcb_;
+        T* const ring = b.buf;
+        // Slot of padded column u (input column u - pb): u % K.
+        auto fill = [&](index_t u, index_t c0) {
+            T* slot = ring + (u % K) * cb;
+            const index_t x = u - pb_;
+            if (x < 0 || x >= W_) {
+                std::fill(slot, slot + cb, T(0));
+                return;
+            }
+            const index_t off = x * C_ + c0;
+            for (index_t i = 0; i < cb; i += L) {
+                const index_t j = std::min(i, cb - L);
+                src(off + j).store(slot + j);
+            }
+        };
+        for (index_t c0 = 0;; c0 += cb) {
+            c0 = std::min(c0, C_ - cb);  // the last block shifted back to end at C
+            divider dvc;
+            for (index_t ow = 0; ow < Wo_; ++ow) {
+                const index_t ub = ow * S;         // the window's first padded column
+                const index_t ul = ub + K - 1;     // and its last
+                for (index_t u = ow == 0 ? ub : std::max(ub, ub + K - S); u < ul; ++u) fill(u, c0);
+                const index_t xl = ul - pb_;
+                const bool computed = xl >= 0 && xl < W_;
+                if (!computed) fill(ul, c0);
+                const T* older[K > 1 ? K - 1 : 1];
+                for (int t = 0; t + 1 < K; ++t) older[t] = ring + ((ub + t) % K) * cb;
+                T* last = ring + (ul % K) * cb;
+                T* o = dst + ow * C_ + c0;
+                const quotient_by dv = dvc(average ? div.scalar(ow) : T(1));
+                const index_t off = xl * C_ + c0;
+                for (index_t i = 0; i < cb; i += L) {
+                    const index_t j = std::min(i, cb - L);
+                    V v;
+                    if (computed) {
+                        v = src(off + j);
+                        if (K > S) v.store(last + j);
+                    } else {
+                        v = V::load(last + j);
+                    }
+                    V acc = v;
+                    if constexpr (K > 1) {
+                        acc = V::load(older[0] + j);
+                        for (int t = 1; t + 1 < K; ++t) acc = acc + V::load(older[t] + j);
+                        acc = acc + v;
+                    }
+                    if (average) acc = dv(acc);
+                    acc.store(o + j);
+                }
+            }
+            if (c0 + cb >= C_) break;
+        }
+    }
+
+    // K = 0: the block-sum path for kernel k_.
+    template <int K, int S>
+    void fused(buffers&, const T* const* rows, index_t n0, index_t n1, T* dst, bool average,
+               const row_divisor& div) const {
         constexpr index_t G = 2;  // vectors of channels per pass: 2 * K column sums in registers
         index_t c = 0;
         if (n0 == 1) {
             switch (n1) {
                 case 1:
-                    for (; c + G * L <= C_; c += G * L) fused_chunk<K, S, G, 1>(rows, n0, n1, c, dst, average, div);
+                    for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 1>(rows, n0, n1, c, dst, average, div);
                     break;
                 case 2:
-                    for (; c + G * L <= C_; c += G * L) fused_chunk<K, S, G, 2>(rows, n0, n1, c, dst, average, div);
+                    for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 2>(rows, n0, n1, c, dst, average, div);
                     break;
                 case 3:
-                    for (; c + G * L <= C_; c += G * L) fused_chunk<K, S, G, 3>(rows, n0, n1, c, dst, average, div);
+                    for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 3>(rows, n0, n1, c, dst, average, div);
                     break;
                 default: break;
             }
         }
-        for (; c + G * L <= C_; c += G * L) fused_chunk<K, S, G, 0>(rows, n0, n1, c, dst, average, div);
-        for (; c < C_; c += L) fused_chunk<K, S, 1, 0>(rows, n0, n1, c, dst, average, div);
+        for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 0>(rows, n0, n1, c, dst, average, div);
+        for (; c < C_; c += L) chunk<K, S, 1, 0>(rows, n0, n1, std::min(c, C_ - L), dst, average, div);
     }
 
-    template <int K, int S, int G, int N1>
-    void fused_chunk(const T* const* rows, index_t n0, index_t n1, index_t c, T* dst, bool average,
-                     const row_divisor& div) const {
-        V col[K][G];
-        auto column = [&](index_t x, V* out) {
-            if (x < 0 || x >= W_) {
+    // Vertical sums of input column x, channels c + g * L (g < G), into out[g], from N1 rows
+    // of one outer tap (n0 == 1): the row pointers, already offset by c, live in registers.
+    // Zero outside the input. (Results are written through a pointer, not returned in a
+    // struct: GCC moved such structs of vectors through memory in pieces.)
+    template <int G, int N1>
+    struct rows_source {
+        const T* r[N1];
+        index_t C, W;
+        AVGPOOL_CL_INLINE void operator()(index_t x, V* out) const noexcept {
+            if (x < 0 || x >= W) {
                 for (int g = 0; g < G; ++g) out[g] = V::splat(T(0));
                 return;
             }
-            const index_t off = x * C_ + c;
-            for (int g = 0; g < G; ++g) out[g] = nested_vsum<T, N1>(rows, n0, n1, off + g * L);
-        };
-        index_t x0 = -pb_;
-        for (int t = 0; t < K; ++t) column(x0 + t, col[t]);
-        T* o = dst + c;
-        for (index_t ow = 0;;) {
-            const quotient_by dv(average ? div.scalar(ow) : T(1));
+            const index_t off = x * C;
             for (int g = 0; g < G; ++g) {
-                V acc = col[0][g];
-                for (int t = 1; t < K; ++t) acc = acc + col[t][g];
-                if (average) acc = dv(acc);
-                acc.store(o + g * L);
+                V a = V::load(r[0] + off + g * L);
+                for (int j = 1; j < N1; ++j) a = a + V::load(r[j] + off + g * L);
+                out[g] = a;
             }
+        }
+    };
+    // The same for any n0, n1 (the nested sum over both outer axes).
+    template <int G>
+    struct nested_source {
+        const T* const* rows;
+        index_t n0, n1, c, C, W;
+        AVGPOOL_CL_INLINE void operator()(index_t x, V* out) const noexcept {
+            if (x < 0 || x >= W) {
+                for (int g = 0; g < G; ++g) out[g] = V::splat(T(0));
+                return;
+            }
+            const index_t off = x * C + c;
+            for (int g = 0; g < G; ++g) out[g] = nested_vsum<T, 0>(rows, n0, n1, off + g * L);
+        }
+    };
+
+    template <int K, int S, int G, int N1>
+    void chunk(const T* const* rows, index_t n0, index_t n1, index_t c, T* dst, bool average,
+               const row_divisor& div) const {
+        if constexpr (N1 > 0) {
+            rows_source<G, N1> src;
+            for (int j = 0; j < N1; ++j) src.r[j] = rows[j] + c;
+            src.C = C_;
+            src.W = W_;
+            chunk_from<K, S, G>(src, c, dst, average, div);
+        } else {
+            const nested_source<G> src{rows, n0, n1, c, C_, W_};
+            chunk_from<K, S, G>(src, c, dst, average, div);
+        }
+    }
+
+    template <int K, int S, int G, class Src>
+    void chunk_from(const Src& src, index_t c, T* dst, bool average, const row_divisor& div) const {
+        if constexpr (K == 0) {
+            block_chunk<G>(src, c, dst, average, div);
+        } else {
+            slide_chunk<K, S, G>(src, c, dst, average, div);
+        }
+    }
+
+    // Stores output ow of the chunk (channels c ..), divided when averaging.
+    template <int G>
+    AVGPOOL_CL_INLINE void emit(T* dst, index_t ow, index_t c, const V* a, bool average, const row_divisor& div,
+                                divider& dvc) const noexcept {
+        T* o = dst + ow * C_ + c;
+        if (average) {
+            const quotient_by dv = dvc(div.scalar(ow));
+            for (int g = 0; g < G; ++g) dv(a[g]).store(o + g * L);
+        } else {
+            for (int g = 0; g < G; ++g) a[g].store(o + g * L);
+        }
+    }
+
+    template <int K, int S, int G, class Src>
+    void slide_chunk(const Src& src, index_t c, T* dst, bool average, const row_divisor& div) const {
+        V col[K][G];
+        index_t x0 = -pb_;
+        for (int t = 0; t < K; ++t) src(x0 + t, col[t]);
+        divider dvc;
+        for (index_t ow = 0;;) {
+            V acc[G];
+            for (int g = 0; g < G; ++g) {
+                acc[g] = col[0][g];
+                for (int t = 1; t < K; ++t) acc[g] = acc[g] + col[t][g];
+            }
+            emit<G>(dst, ow, c, acc, average, div, dvc);
             if (++ow == Wo_) break;
-            o += C_;
             x0 += S;
             for (int t = 0; t + S < K; ++t)
                 for (int g = 0; g < G; ++g) col[t][g] = col[t + S][g];
-            for (int t = K - S < 0 ? 0 : K - S; t < K; ++t) column(x0 + t, col[t]);
+            for (int t = K - S < 0 ? 0 : K - S; t < K; ++t) src(x0 + t, col[t]);
+        }
+    }
+
+    // Long windows at stride 1 (van Herk / Gil-Werman blocks): the padded row's columns
+    // u = x + pb are cut into blocks of K. Window ow covers u in [ow, ow + K): all of block
+    // ow / K when ow % K == 0, else the suffix of block ow / K from u = ow plus the prefix of
+    // the next block up to ow + K - 1. Each part is summed directly (suffixes backwards,
+    // prefixes forwards, restarting at every block), then the two parts are added: about
+    // three additions per output instead of K - 1, no running add/subtract, and every tap
+    // goes through at most K - 1 additions, as in a direct sum. Each input column's vertical
+    // sum is formed once.
+    template <int G, class Src>
+    void block_chunk(const Src& src, index_t c, T* dst, bool average, const row_divisor& div) const {
+        const index_t K = k_;
+        V buf0[cl_max_block][G], buf1[cl_max_block][G];
+        V(*cur)[G] = buf0;  // raw columns of block b, then (in place) their suffix sums
+        V(*nxt)[G] = buf1;  // raw columns of block b + 1
+        for (index_t t = 0; t < K; ++t) src(t - pb_, cur[t]);
+        divider dvc;
+        for (index_t b0 = 0; b0 < Wo_; b0 += K) {
+            for (index_t t = K - 1; t-- > 0;)
+                for (int g = 0; g < G; ++g) cur[t][g] = cur[t][g] + cur[t + 1][g];
+            emit<G>(dst, b0, c, cur[0], average, div, dvc);
+            const index_t u1 = b0 + K;  // first column of the next block
+            const index_t tn = std::min(K, Wo_ - b0);
+            V pre[G], out[G];
+            for (index_t t = 1; t < tn; ++t) {
+                src(u1 + t - 1 - pb_, nxt[t - 1]);
+                for (int g = 0; g < G; ++g) {
+                    pre[g] = t == 1 ? nxt[0][g] : pre[g] + nxt[t - 1][g];
+                    out[g] = cur[t][g] + pre[g];
+                }
+                emit<G>(dst, b0 + t, c, out, average, div, dvc);
+            }
+            if (u1 >= Wo_) break;
+            for (index_t t = std::max<index_t>(tn - 1, 0); t < K; ++t) src(u1 + t - pb_, nxt[t]);
+            std::swap(cur, nxt);
         }
     }
 
@@ -443,6 +727,7 @@ private:
     void hpass(const T* base, index_t pitch, index_t x_lo, index_t o0, index_t o1, index_t c0, T* dst, bool average,
                const row_divisor& div) const {
         const index_t step = d_ * pitch;
+        divider dvc;
         for (index_t ow = o0; ow < o1; ++ow) {
             const window& w = last_[ow];
             const index_t at = ow * C_ + c0;
@@ -455,7 +740,7 @@ private:
             }
             const T* x = base + (w.first - x_lo) * pitch;
             const index_t k = w.count;
-            const quotient_by dv(average ? div.scalar(ow) : T(1));
+            const quotient_by dv = dvc(average ? div.scalar(ow) : T(1));
             index_t i = 0;
             for (; i + 4 * L <= cb_; i += 4 * L) {
                 const T* p = x + i;
@@ -494,7 +779,8 @@ private:
     const plan_data<R>& p_;
     pool_op op_;
     index_t N_ = 0, C_ = 0, W_ = 0, Wo_ = 0, d_ = 1, row_out_ = 0, rows_per_n_ = 1, in_n_ = 0;
-    index_t cb_ = 1, blocks_ = 1, pb_ = 0;
+    index_t cb_ = 1, blocks_ = 1, pb_ = 0, k_ = 1;
+    index_t rcb_ = 0;  // channels per block of the ring path (0: not used)
     fused_fn fused_ = nullptr;
     const window* last_ = nullptr;
     const T* last_div_ = nullptr;
