@@ -516,10 +516,6 @@ private:
     static void run_plane_kernel(const K& k, const float* lo, const float* hi, const float* s, float* d, index_t b, index_t e) {
         if constexpr (std::is_same<K, detail::same_kernel<float, R>>::value) {
             k.run_in(lo, hi, s, d, b, e);
-        } else if constexpr (std::is_same<K, detail::cf_kernel<float, R>>::value) {
-            (void)lo;
-            (void)hi;
-            k.run(s, d, b, e);
         } else {
             (void)lo;
             k.run_in(hi, s, d, b, e);

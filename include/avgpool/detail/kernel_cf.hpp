@@ -154,6 +154,12 @@ public:
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
     void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
+        run_in(in + p_.input_shape[0] * p_.input_shape[1] * p_.input_spatial_volume(), in, out, item_begin, item_end);
+    }
+
+    /// As run(), with the input readable up to in_end (rows narrower than a vector read one
+    /// whole vector while it stays below in_end).
+    void run_in(const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
         const index_t in_plane = p_.input_spatial_volume(), out_plane = p_.output_spatial_volume();
         if (p_.global) {
             for (index_t item = item_begin; item < item_end; ++item)
@@ -161,6 +167,7 @@ public:
             return;
         }
         buffers b;
+        b.in_end = in_end;
         if (single_tile()) {
             // Every row uses the same buffer layout: write its zero padding once for the call.
             zero(b.buf, 0, buf_len_ + slack);
@@ -185,6 +192,7 @@ public:
             return;
         }
         buffers b;
+        b.in_end = in + p_.input_shape[0] * p_.input_shape[1] * in_plane;  // as run() bounds it
         if (single_tile()) {  // as in run(): the padding of a single tile is written once
             zero(b.buf, 0, buf_len_ + slack);
             zero(b.even, 0, cf_buffer / 2 + slack);
@@ -234,6 +242,7 @@ private:
         alignas(64) T buf[cf_buffer + slack + L];
         alignas(64) T even[cf_buffer / 2 + slack + L];
         alignas(64) T odd[cf_buffer / 2 + slack + L];
+        const T* in_end = nullptr;  // how far vpass may over-read
     };
 
     bool single_tile() const noexcept { return tile_ == Wo_; }
@@ -290,10 +299,21 @@ private:
     // buf[i] = vertical sum at input column x0 + (i - i_lo), for i in [i_lo, i_hi).
     template <int N1>
     static void vpass(T* buf, index_t i_lo, index_t i_hi, const T* const* rows, index_t n0, index_t n1,
-                      index_t x0) noexcept {
+                      index_t x0, const T* in_end) noexcept {
         const T* const* r = rows;
         index_t i = i_lo;
         for (; i + L <= i_hi; i += L) vsum<N1>(r, n0, n1, x0 + (i - i_lo)).store(buf + i);
+        if (i == i_hi) return;
+        // The tail (all of a row narrower than a vector, e.g. 7x7 planes) as one vector when
+        // that stays inside the input: same sums per lane; the lanes past i_hi land in the
+        // buffer's zero padding, which is restored.
+        const T* last = r[n0 * n1 - 1];  // rows are listed in ascending address order
+        const index_t x = x0 + (i - i_lo);
+        if (last + x + L <= in_end) {
+            vsum<N1>(r, n0, n1, x).store(buf + i);
+            zero(buf, i_hi, i + L);
+            return;
+        }
         for (; i < i_hi; ++i) buf[i] = vsum1(r, n0, n1, x0 + (i - i_lo));
     }
 
@@ -338,11 +358,11 @@ private:
             const index_t x0 = P0 + i_lo - pb_;
             switch (no_taps ? 0 : n1) {
                 case 0: zero(b.buf, i_lo, i_hi); break;
-                case 1: vpass<1>(b.buf, i_lo, i_hi, rows, n0, n1, x0); break;
-                case 2: vpass<2>(b.buf, i_lo, i_hi, rows, n0, n1, x0); break;
-                case 3: vpass<3>(b.buf, i_lo, i_hi, rows, n0, n1, x0); break;
-                case 4: vpass<4>(b.buf, i_lo, i_hi, rows, n0, n1, x0); break;
-                default: vpass<0>(b.buf, i_lo, i_hi, rows, n0, n1, x0); break;
+                case 1: vpass<1>(b.buf, i_lo, i_hi, rows, n0, n1, x0, b.in_end); break;
+                case 2: vpass<2>(b.buf, i_lo, i_hi, rows, n0, n1, x0, b.in_end); break;
+                case 3: vpass<3>(b.buf, i_lo, i_hi, rows, n0, n1, x0, b.in_end); break;
+                case 4: vpass<4>(b.buf, i_lo, i_hi, rows, n0, n1, x0, b.in_end); break;
+                default: vpass<0>(b.buf, i_lo, i_hi, rows, n0, n1, x0, b.in_end); break;
             }
             if (!single) zero(b.buf, i_hi, len + slack);
 
