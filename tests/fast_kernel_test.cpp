@@ -118,6 +118,43 @@ TEST(FastKernel, Rank3MatchesReference) {
     random_suite<double, 3>(60, 9, 20);
 }
 
+// Windows covering every axis but the first whole (i3d's 2x7x7 on 8x7x7): each output is one
+// contiguous run of slices. Kernel = extent + pads on those axes (so one output there), any
+// first-axis attributes but dilation, every divisor mode; slices of up to 2400 elements (more
+// than one 1024-element summation block).
+template <class T, std::size_t R>
+void whole_trailing_suite(int cases) {
+    for (int c = 0; c < cases; ++c) {
+        std::mt19937_64 gen(77000 + 100 * R + static_cast<std::uint64_t>(c));
+        auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+        avgpool::dims<R> spatial{};
+        spatial[0] = pick(1, 12);
+        for (std::size_t ax = 1; ax < R; ++ax) spatial[ax] = pick(1, c % 4 == 0 ? 48 : 9);
+        auto a = random_attrs<R>(gen, spatial);
+        a.auto_pad = avgpool::pad_type::explicit_pads;
+        a.dilations[0] = 1;
+        for (std::size_t ax = 1; ax < R; ++ax) {
+            a.pads_begin[ax] = pick(0, 2);
+            a.pads_end[ax] = pick(0, 2);
+            a.kernel[ax] = spatial[ax] + a.pads_begin[ax] + a.pads_end[ax];
+            a.strides[ax] = pick(1, 3);
+            a.dilations[ax] = 1;
+        }
+        avgpool::dims<R + 2> shape{};
+        shape[0] = 1;
+        shape[1] = pick(1, 3);
+        for (std::size_t ax = 0; ax < R; ++ax) shape[ax + 2] = spatial[ax];
+        compare<T, R>(shape, a, gen, describe<R>(shape, a, "whole trailing " + std::to_string(c)));
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
+TEST(FastKernel, WholeTrailingAxesMatchReference) {
+    whole_trailing_suite<float, 2>(150);
+    whole_trailing_suite<float, 3>(150);
+    whole_trailing_suite<double, 3>(60);
+}
+
 // Rows longer than one buffer tile (2048 elements) and every stride 1-5, kernels 1-13.
 TEST(FastKernel, WideRowsSpanSeveralTiles) {
     std::mt19937_64 gen(7);

@@ -150,6 +150,17 @@ public:
         }
         last_div_ = p.template last_divisor<T>();
         hpass_ = pick_hpass();
+        // Windows covering every axis but the first whole, first axis undilated: each output
+        // row is one output summing a contiguous run of whole slices (see contiguous_row).
+        if (R >= 2 && !p.adaptive && g.dilations[0] == 1) {
+            index_t inner = 1;
+            for (std::size_t a = 1; a < R; ++a) {
+                const window& w = p.axis(a)[0];
+                if (g.output[a] != 1 || w.first != 0 || w.count != g.input[a]) return;
+                inner *= g.input[a];
+            }
+            contig_inner_ = inner;
+        }
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
@@ -205,6 +216,7 @@ public:
             row(b, rows, 1, 1, dst, 1.0);
         } else if constexpr (R == 2) {
             for (index_t oh = row_begin; oh < row_end; ++oh) {
+                if (contiguous_row(src, dst + oh * Wo_, oh)) continue;
                 const window& wh = p_.axis(0)[oh];
                 for (index_t j = 0; j < wh.count; ++j) rows[j] = src + (wh.first + j * g.dilations[0]) * W_;
                 row(b, rows, 1, wh.count, dst + oh * Wo_, static_cast<double>(wh.divisor));
@@ -212,6 +224,7 @@ public:
         } else {
             const index_t HW = g.input[1] * W_, Ho = g.output[1];
             for (index_t r = row_begin; r < row_end; ++r) {
+                if (contiguous_row(src, dst + r * Wo_, r / Ho)) continue;
                 const window& wd = p_.axis(0)[r / Ho];
                 const window& wh = p_.axis(1)[r % Ho];
                 for (index_t i = 0; i < wd.count; ++i)
@@ -247,6 +260,25 @@ private:
 
     bool single_tile() const noexcept { return tile_ == Wo_; }
 
+    // The output of first-axis index o when its window covers the other axes whole (i3d's
+    // 2x7x7 on 8x7x7 slices): a contiguous sum, as global pooling does, divided as row()
+    // divides. False (the caller runs row()) for other plans and for empty windows.
+    bool contiguous_row(const T* src, T* dst, index_t o) const {
+        if (contig_inner_ == 0) return false;
+        const window& w0 = p_.axis(0)[o];
+        if (w0.count == 0) return false;
+        const T sum = static_cast<T>(contiguous_sum(src + w0.first * contig_inner_, w0.count * contig_inner_));
+        if (op_ == pool_op::sum) {
+            *dst = sum;
+            return true;
+        }
+        double outer = static_cast<double>(w0.divisor);
+        for (std::size_t a = 1; a + 1 < R; ++a) outer *= static_cast<double>(p_.axis(a)[0].divisor);
+        const T div = p_.divisor_override > 0 ? static_cast<T>(p_.divisor_override) : static_cast<T>(outer) * last_div_[0];
+        *dst = sum / div;
+        return true;
+    }
+
     // One (n, c) plane: walk the output rows of the outer axes, listing each row's input rows.
     void plane(buffers& b, const T* src, T* dst) const {
         const pool_geometry<R>& g = p_.geometry;
@@ -256,6 +288,7 @@ private:
             row(b, rows, 1, 1, dst, 1.0);
         } else if constexpr (R == 2) {
             for (index_t oh = 0; oh < g.output[0]; ++oh) {
+                if (contiguous_row(src, dst + oh * Wo_, oh)) continue;
                 const window& wh = p_.axis(0)[oh];
                 for (index_t j = 0; j < wh.count; ++j) rows[j] = src + (wh.first + j * g.dilations[0]) * W_;
                 row(b, rows, 1, wh.count, dst + oh * Wo_, static_cast<double>(wh.divisor));
@@ -265,6 +298,7 @@ private:
             for (index_t od = 0; od < g.output[0]; ++od) {
                 const window& wd = p_.axis(0)[od];
                 for (index_t oh = 0; oh < g.output[1]; ++oh) {
+                    if (contiguous_row(src, dst + (od * g.output[1] + oh) * Wo_, od)) continue;
                     const window& wh = p_.axis(1)[oh];
                     for (index_t i = 0; i < wd.count; ++i)
                         for (index_t j = 0; j < wh.count; ++j)
@@ -479,6 +513,7 @@ private:
     pool_op op_;
     index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, tile_ = 1, buf_len_ = 1;
     const T* last_div_ = nullptr;
+    index_t contig_inner_ = 0;  // elements of one first-axis slice, when contiguous_row applies
     hpass_fn hpass_ = nullptr;
 };
 
