@@ -518,12 +518,13 @@ TEST(ExecutorPooling, RowSplitMatchesWholePlanesDouble) { split_suite<double>();
 TEST(ExecutorPooling, SinglePlaneIsSplitAcrossThreads) {
     using avgpool::pooling;
     const thread_pool pool(2);
-    auto items = [&](const auto& plan, const std::string& what) {
+    // Items the call hands the executor (forward, or backward: its input rows are split).
+    auto items = [&](const auto& plan, const std::string& what, bool backward = false) {
         SCOPED_TRACE(what);
         EXPECT_TRUE(plan);
         if (!plan) return index_t(-1);
-        std::vector<float> in(static_cast<std::size_t>(plan->input_size()), 1.0f);
-        std::vector<float> out(static_cast<std::size_t>(plan->output_size()));
+        const auto n_in = static_cast<std::size_t>(plan->input_size()), n_out = static_cast<std::size_t>(plan->output_size());
+        std::vector<float> src(backward ? n_out : n_in, 1.0f), dst(backward ? n_in : n_out);
         index_t count = 0;
         std::atomic<int> chunks{0};
         auto counting = [&](index_t n, auto&& fn) {
@@ -533,27 +534,14 @@ TEST(ExecutorPooling, SinglePlaneIsSplitAcrossThreads) {
                 fn(b, e);
             });
         };
-        EXPECT_TRUE(plan->forward(in.data(), out.data(), counting));
+        EXPECT_TRUE(backward ? plan->backward(src.data(), dst.data(), counting)
+                             : plan->forward(src.data(), dst.data(), counting));
         EXPECT_EQ(chunks.load(), static_cast<int>(std::min<index_t>(count, 2)));
         return count;
     };
-    // The same for backward (channels-first row kernel: input rows split).
-    auto backward_items = [&](const auto& plan, const std::string& what) {
-        SCOPED_TRACE(what);
-        EXPECT_TRUE(plan);
-        if (!plan) return index_t(-1);
-        std::vector<float> g(static_cast<std::size_t>(plan->output_size()), 1.0f);
-        std::vector<float> gi(static_cast<std::size_t>(plan->input_size()));
-        index_t count = 0;
-        EXPECT_TRUE(plan->backward(g.data(), gi.data(), [&](index_t n, auto&& fn) {
-            count = n;
-            pool(n, fn);
-        }));
-        return count;
-    };
-    EXPECT_GE(backward_items(pooling<2>::create({1, 1, 128, 128}, attrs<2>(5, 3, 2, 2)), "backward 5x5 s3 dil 2"), 2);
-    EXPECT_GE(backward_items(pooling<3>::create({1, 2, 16, 56, 56}, attrs<3>(3, 2, 1)), "backward 3-D"), 2);
-    EXPECT_EQ(backward_items(pooling<1>::create({1, 1, 100000}, attrs<1>(3, 2, 1)), "backward 1-D: one row"), 1);
+    EXPECT_GE(items(pooling<2>::create({1, 1, 128, 128}, attrs<2>(5, 3, 2, 2)), "backward 5x5 s3 dil 2", true), 2);
+    EXPECT_GE(items(pooling<3>::create({1, 2, 16, 56, 56}, attrs<3>(3, 2, 1)), "backward 3-D", true), 2);
+    EXPECT_EQ(items(pooling<1>::create({1, 1, 100000}, attrs<1>(3, 2, 1)), "backward 1-D: one row", true), 1);
     EXPECT_GE(items(pooling<2>::create({1, 1, 224, 224}, attrs<2>(3, 1, 1)), "3x3 s1 p1 224x224"), 2);
     EXPECT_GE(items(pooling<2>::create({1, 1, 224, 224}, attrs<2>(2, 2, 0)), "2x2 s2 224x224"), 2);
     EXPECT_GE(items(pooling<2>::create({1, 1, 128, 128}, attrs<2>(5, 3, 2, 2)), "5x5 s3 dil 2 128x128"), 2);

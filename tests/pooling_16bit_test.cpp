@@ -217,6 +217,52 @@ void staged_suite() {
     }
 }
 
+// Channels-last images above the staging limit go through blocks of channels (plans with
+// C = the block): blocks of 32 (and a short last one), and blocks of fewer than 32 channels.
+template <class H>
+void channel_block_suite() {
+    std::mt19937_64 gen(sizeof(H) * 31 + 5);
+    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+    avgpool::pool_attrs<2> a;
+    a.kernel = {3, 3};
+    a.strides = {2, 1};
+    a.pads_begin = a.pads_end = {1, 1};
+    for (avgpool::index_t C : {70, 13}) {
+        auto plan = avgpool::pooling<2>::create({2, C, 11, 9}, a, avgpool::layout::channels_last);
+        ASSERT_TRUE(plan.ok());
+        const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), n_out = static_cast<std::size_t>(plan->output_size());
+        const avgpool::index_t per_channel = plan->input_size() / (2 * C) + plan->output_size() / (2 * C);
+        std::vector<H> x(n_in);
+        std::vector<double> xd(n_in), xa(n_in);
+        for (std::size_t i = 0; i < n_in; ++i) {
+            x[i] = H(dist(gen));
+            xd[i] = static_cast<float>(x[i]);
+            xa[i] = std::fabs(xd[i]);
+        }
+        for (auto op : {avgpool::detail::pool_op::average, avgpool::detail::pool_op::sum}) {
+            const bool avg = op == avgpool::detail::pool_op::average;
+            std::vector<double> exact(n_out), scale(n_out);
+            ASSERT_TRUE((avg ? plan->forward(xd.data(), exact.data()) : plan->sum(xd.data(), exact.data())).ok());
+            ASSERT_TRUE((avg ? plan->forward(xa.data(), scale.data()) : plan->sum(xa.data(), scale.data())).ok());
+            for (avgpool::index_t channels : {32, 5}) {
+                SCOPED_TRACE("C " + std::to_string(C) + " blocks of " + std::to_string(channels));
+                std::vector<H> y(n_out, H(1e4f)), y2(n_out, H(2e4f));
+                avgpool::sequential seq;
+                avgpool::thread_pool pool(2);
+                ASSERT_TRUE(avgpool::detail::plan_access::staged_cl_blocks(*plan, x.data(), y.data(), op, seq,
+                                                                           channels * per_channel));
+                ASSERT_TRUE(avgpool::detail::plan_access::staged_cl_blocks(*plan, x.data(), y2.data(), op, pool,
+                                                                           channels * per_channel));
+                expect_within_bound(*plan, y, exact, scale, 6.0, avg ? "forward" : "sum");
+                EXPECT_EQ(0, std::memcmp(y.data(), y2.data(), n_out * sizeof(H))) << "pool(2) differs";
+            }
+        }
+    }
+}
+
+TEST(SixteenBit, ChannelBlocksFloat16) { channel_block_suite<avgpool::float16>(); }
+TEST(SixteenBit, ChannelBlocksBFloat16) { channel_block_suite<avgpool::bfloat16>(); }
+
 TEST(SixteenBit, StagedKernelsFloat16) { staged_suite<avgpool::float16>(); }
 TEST(SixteenBit, StagedKernelsBFloat16) { staged_suite<avgpool::bfloat16>(); }
 

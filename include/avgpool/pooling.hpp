@@ -80,6 +80,11 @@ struct plan_access {
     static const plan_data<R>& data(const pooling<R>& p) noexcept {
         return p.d_;
     }
+    // Tests: the channels-last 16-bit channel-block path, with a smaller staging limit.
+    template <class T, std::size_t R, class Exec>
+    static bool staged_cl_blocks(const pooling<R>& p, const T* in, T* out, pool_op op, Exec& exec, index_t limit) {
+        return p.run_staged_cl_blocks(in, out, op, exec, limit);
+    }
 };
 }  // namespace detail
 
@@ -529,7 +534,7 @@ private:
         if (!detail::cl_applicable<float, R>(d_)) return false;
         const index_t C = d_.input_shape[1];
         const index_t image_in = d_.input_spatial_volume() * C, image_out = d_.output_spatial_volume() * C;
-        if (image_in + image_out > detail::stage_max_elements) return false;
+        if (image_in + image_out > detail::stage_max_elements) return run_staged_cl_blocks(in, out, op, exec);
         const pool_geometry<R>& g = d_.geometry;
         index_t rows_per_n = 1;
         for (std::size_t a = 0; a + 1 < R; ++a) rows_per_n *= g.output[a];
@@ -582,6 +587,41 @@ private:
                 detail::from_float(d + r0 * row_out, out + (n * rows_per_n + r0) * row_out,
                                    static_cast<std::size_t>((r1 - r0) * row_out));
                 item += r1 - r0;
+            }
+        });
+        return true;
+    }
+
+    // Channels-last 16-bit images too large to stage whole: blocks of channels, each run as
+    // an image of its own (a plan with C = the block's channels), gathered into float and
+    // scattered back. Blocks of a multiple of 32 channels keep the kernel's vector paths.
+    template <class T, class Exec>
+    bool run_staged_cl_blocks(const T* in, T* out, detail::pool_op op, Exec& exec,
+                              index_t limit = detail::stage_max_elements) const {
+        const index_t N = d_.input_shape[0], C = d_.input_shape[1];
+        const index_t xs = d_.input_spatial_volume(), os = d_.output_spatial_volume();
+        index_t cb = limit / (xs + os);
+        if (cb >= 32) cb -= cb % 32;
+        if (cb < 1) return false;
+        cb = std::min(cb, C);
+        detail::plan_data<R> full = d_, tail = d_;  // one image of cb channels, and the last block
+        full.input_shape[0] = full.output_shape[0] = tail.input_shape[0] = tail.output_shape[0] = 1;
+        full.input_shape[1] = full.output_shape[1] = cb;
+        tail.input_shape[1] = tail.output_shape[1] = C % cb == 0 ? cb : C % cb;
+        const detail::cl_kernel<float, R> kfull(full, op), ktail(tail, op);
+        const index_t blocks = (C + cb - 1) / cb;
+        exec(N * blocks, [&](index_t begin, index_t end) {
+            std::unique_ptr<float[]> buf(new float[static_cast<std::size_t>((xs + os) * cb)]);
+            float* const s = buf.get();
+            float* const d = s + xs * cb;
+            for (index_t item = begin; item < end; ++item) {
+                const index_t n = item / blocks, c0 = item % blocks * cb, w = std::min(cb, C - c0);
+                const T* src = in + n * xs * C + c0;
+                for (index_t x = 0; x < xs; ++x) detail::to_float(src + x * C, s + x * w, static_cast<std::size_t>(w));
+                const detail::cl_kernel<float, R>& k = w == cb ? kfull : ktail;
+                k.run(s, d, 0, k.items());
+                T* dst = out + n * os * C + c0;
+                for (index_t o = 0; o < os; ++o) detail::from_float(d + o * w, dst + o * C, static_cast<std::size_t>(w));
             }
         });
         return true;
