@@ -12,6 +12,7 @@
 #include <memory>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "detail/backward.hpp"
 #include "detail/kernel_cf.hpp"
@@ -43,6 +44,15 @@ struct is_element
 constexpr index_t stage_elements = index_t(1) << 14;
 constexpr index_t stage_slack = 64;
 constexpr index_t stage_max_elements = index_t(1) << 24;
+
+// The channels-last 16-bit staging image, kept per thread between calls: a fresh buffer of
+// many megabytes costs more in page faults than the pooling itself (64x600x600: 7x the float
+// time). Kept up to stage_max_elements floats (64 MiB) per thread that ran such a call.
+inline float* cl_stage_buffer(std::size_t n) {
+    thread_local std::vector<float> keep;
+    if (keep.size() < n) keep.resize(n);
+    return keep.data();
+}
 
 inline error_info null_pointer_error(const char* name) noexcept {
     return make_error_novalue(errc::null_pointer, name, -1, "null pointer");
@@ -80,10 +90,10 @@ struct plan_access {
     static const plan_data<R>& data(const pooling<R>& p) noexcept {
         return p.d_;
     }
-    // Tests: the channels-last 16-bit channel-block path, with a smaller staging limit.
+    // Tests: the channels-last 16-bit path with a smaller staging limit (blocks of channels).
     template <class T, std::size_t R, class Exec>
     static bool staged_cl_blocks(const pooling<R>& p, const T* in, T* out, pool_op op, Exec& exec, index_t limit) {
-        return p.run_staged_cl_blocks(in, out, op, exec, limit);
+        return p.run_staged_cl(in, out, op, exec, limit);
     }
 };
 }  // namespace detail
@@ -527,101 +537,91 @@ private:
         }
     }
 
-    // Channels-last 16-bit: each chunk of output rows converts the input rows its windows
-    // read (of one image at a time) into a float image, runs the float kernel, converts back.
+    // Channels-last 16-bit: blocks of channels (all of them unless an image would stage more
+    // than `limit` floats; else multiples of 32, each run as an image of its own through a plan
+    // copy with C = the block), and in each, steps of output rows: a step converts the input
+    // rows its windows read that the previous step did not, runs the float kernel, converts
+    // its outputs back. Converted rows are still in cache when the kernel reads them.
     template <class T, class Exec>
-    bool run_staged_cl(const T* in, T* out, detail::pool_op op, Exec& exec) const {
+    bool run_staged_cl(const T* in, T* out, detail::pool_op op, Exec& exec,
+                       index_t limit = detail::stage_max_elements) const {
         if (!detail::cl_applicable<float, R>(d_)) return false;
-        const index_t C = d_.input_shape[1];
-        const index_t image_in = d_.input_spatial_volume() * C, image_out = d_.output_spatial_volume() * C;
-        if (image_in + image_out > detail::stage_max_elements) return run_staged_cl_blocks(in, out, op, exec);
+        const index_t N = d_.input_shape[0], C = d_.input_shape[1];
+        const index_t xs = d_.input_spatial_volume(), os = d_.output_spatial_volume();
+        index_t cb = C;
+        if ((xs + os) * C > limit) {
+            cb = limit / (xs + os);
+            if (cb >= 32) cb -= cb % 32;
+            if (cb < 1) return false;
+        }
+        detail::plan_data<R> full, tail;  // plan copies only when C is cut into blocks
+        if (cb < C) {
+            full = tail = d_;
+            full.input_shape[1] = full.output_shape[1] = cb;
+            tail.input_shape[1] = tail.output_shape[1] = C % cb == 0 ? cb : C % cb;
+        }
+        const detail::cl_kernel<float, R> kfull(cb < C ? full : d_, op), ktail(cb < C ? tail : d_, op);
+        const index_t blocks = (C + cb - 1) / cb;
         const pool_geometry<R>& g = d_.geometry;
         index_t rows_per_n = 1;
         for (std::size_t a = 0; a + 1 < R; ++a) rows_per_n *= g.output[a];
-        const index_t row_out = g.output[R - 1] * C;
-        // Input rows of the outermost axis (their extent) that output rows [r0, r1) read.
-        const index_t outer_out = R == 1 ? 1 : rows_per_n / (R == 3 ? g.output[1] : 1);
-        const index_t outer_extent = R == 1 ? image_in : image_in / g.input[0];
-        const detail::cl_kernel<float, R> kernel(d_, op);
-        const index_t per = rows_per_n / outer_out;  // output rows per outer output index
-        // Output rows per step: their new input rows and outputs fill about stage_elements,
-        // so each converted row is still in cache when the kernel reads it.
-        const index_t step = std::max<index_t>(
-            1, detail::stage_elements * per / (per * row_out + (R == 1 ? image_in : g.strides[0] * outer_extent)));
-        exec(kernel.items(), [&](index_t begin, index_t end) {
-            std::unique_ptr<float[]> buf(new float[static_cast<std::size_t>(image_in + image_out)]);
-            float* const s = buf.get();
-            float* const d = s + image_in;
-            index_t image = -1, clo = 0, chi = 0;  // input elements [clo, chi) of `image` are in s
+        const index_t per = R == 3 ? g.output[1] : 1;        // output rows per first-axis output
+        const index_t slice = R == 1 ? xs : xs / g.input[0];  // pixels per first-axis input index
+        exec(N * blocks * rows_per_n, [&](index_t begin, index_t end) {
+            float* const s = detail::cl_stage_buffer(static_cast<std::size_t>((xs + os) * cb));
+            float* const d = s + xs * cb;
+            index_t image = -1, clo = 0, chi = 0;  // pixels [clo, chi) of `image` are in s
             for (index_t item = begin; item < end;) {
-                const index_t n = item / rows_per_n, r0 = item % rows_per_n;
+                const index_t image_of = item / rows_per_n, r0 = item % rows_per_n;
+                const index_t n = image_of / blocks, c0 = image_of % blocks * cb, w = std::min(cb, C - c0);
+                const detail::cl_kernel<float, R>& k = w == cb ? kfull : ktail;
+                // Output rows per step: new input rows and outputs of about stage_elements.
+                const index_t step = std::max<index_t>(
+                    1, detail::stage_elements * per / ((per * g.output[R - 1] + (R == 1 ? xs : g.strides[0] * slice)) * w));
                 const index_t r1 = std::min({rows_per_n, r0 + (end - item), r0 + step});
-                if (n != image) image = n, clo = chi = 0;
-                index_t lo = 0, hi = image_in;
+                if (image_of != image) image = image_of, clo = chi = 0;
+                index_t lo = 0, hi = xs;  // input pixels the step reads
                 if (R > 1) {
                     index_t first = g.input[0], last = 0;
                     for (index_t o = r0 / per; o <= (r1 - 1) / per; ++o) {
-                        const detail::window& w = d_.axis(0)[o];
-                        if (w.count == 0) continue;
-                        first = std::min(first, w.first);
-                        last = std::max(last, w.first + (w.count - 1) * g.dilations[0] + 1);
+                        const detail::window& wd = d_.axis(0)[o];
+                        if (wd.count == 0) continue;
+                        first = std::min(first, wd.first);
+                        last = std::max(last, wd.first + (wd.count - 1) * g.dilations[0] + 1);
                     }
-                    lo = first < last ? first * outer_extent : 0;
-                    hi = first < last ? last * outer_extent : 0;
+                    lo = first < last ? first * slice : 0;
+                    hi = first < last ? last * slice : 0;
                 }
-                // Consecutive steps read overlapping rows: convert only what is not in s yet.
-                auto convert = [&](index_t a, index_t b) {
-                    if (a < b) detail::to_float(in + n * image_in + a, s + a, static_cast<std::size_t>(b - a));
+                const T* src = in + n * xs * C + c0;
+                auto convert = [&](index_t a, index_t b) {  // pixels [a, b)
+                    if (a >= b) return;
+                    if (w == C) {
+                        detail::to_float(src + a * C, s + a * w, static_cast<std::size_t>((b - a) * C));
+                    } else {
+                        for (index_t x = a; x < b; ++x)
+                            detail::to_float(src + x * C, s + x * w, static_cast<std::size_t>(w));
+                    }
                 };
                 if (lo < hi) {
                     if (hi <= clo || lo >= chi) {
                         convert(lo, hi);
                         clo = lo, chi = hi;
-                    } else {
+                    } else {  // consecutive steps overlap: only what is not in s yet
                         convert(lo, clo);
                         convert(chi, hi);
                         clo = std::min(clo, lo), chi = std::max(chi, hi);
                     }
                 }
-                kernel.run(s, d, r0, r1);
-                detail::from_float(d + r0 * row_out, out + (n * rows_per_n + r0) * row_out,
-                                   static_cast<std::size_t>((r1 - r0) * row_out));
-                item += r1 - r0;
-            }
-        });
-        return true;
-    }
-
-    // Channels-last 16-bit images too large to stage whole: blocks of channels, each run as
-    // an image of its own (a plan with C = the block's channels), gathered into float and
-    // scattered back. Blocks of a multiple of 32 channels keep the kernel's vector paths.
-    template <class T, class Exec>
-    bool run_staged_cl_blocks(const T* in, T* out, detail::pool_op op, Exec& exec,
-                              index_t limit = detail::stage_max_elements) const {
-        const index_t N = d_.input_shape[0], C = d_.input_shape[1];
-        const index_t xs = d_.input_spatial_volume(), os = d_.output_spatial_volume();
-        index_t cb = limit / (xs + os);
-        if (cb >= 32) cb -= cb % 32;
-        if (cb < 1) return false;
-        cb = std::min(cb, C);
-        detail::plan_data<R> full = d_, tail = d_;  // one image of cb channels, and the last block
-        full.input_shape[0] = full.output_shape[0] = tail.input_shape[0] = tail.output_shape[0] = 1;
-        full.input_shape[1] = full.output_shape[1] = cb;
-        tail.input_shape[1] = tail.output_shape[1] = C % cb == 0 ? cb : C % cb;
-        const detail::cl_kernel<float, R> kfull(full, op), ktail(tail, op);
-        const index_t blocks = (C + cb - 1) / cb;
-        exec(N * blocks, [&](index_t begin, index_t end) {
-            std::unique_ptr<float[]> buf(new float[static_cast<std::size_t>((xs + os) * cb)]);
-            float* const s = buf.get();
-            float* const d = s + xs * cb;
-            for (index_t item = begin; item < end; ++item) {
-                const index_t n = item / blocks, c0 = item % blocks * cb, w = std::min(cb, C - c0);
-                const T* src = in + n * xs * C + c0;
-                for (index_t x = 0; x < xs; ++x) detail::to_float(src + x * C, s + x * w, static_cast<std::size_t>(w));
-                const detail::cl_kernel<float, R>& k = w == cb ? kfull : ktail;
-                k.run(s, d, 0, k.items());
+                k.run(s, d, r0, r1);
+                const index_t o0 = r0 * g.output[R - 1], o1 = r1 * g.output[R - 1];  // output pixels
                 T* dst = out + n * os * C + c0;
-                for (index_t o = 0; o < os; ++o) detail::from_float(d + o * w, dst + o * C, static_cast<std::size_t>(w));
+                if (w == C) {
+                    detail::from_float(d + o0 * w, dst + o0 * C, static_cast<std::size_t>((o1 - o0) * C));
+                } else {
+                    for (index_t o = o0; o < o1; ++o)
+                        detail::from_float(d + o * w, dst + o * C, static_cast<std::size_t>(w));
+                }
+                item += r1 - r0;
             }
         });
         return true;
