@@ -226,20 +226,19 @@ public:
         if (grad_out == nullptr) return detail::null_pointer_error("grad_out");
         if (grad_in == nullptr) return detail::null_pointer_error("grad_in");
         const index_t items = d_.input_shape[0] * d_.input_shape[1];
-        // A plane kernel's run_backward over the executor's chunks of planes.
         if constexpr (std::is_floating_point<T>::value) {
             // Few planes: blocks of input rows (as forward splits output rows), by shape only.
-            if (!d_.global && detail::backward_cf_applicable<T, R>(d_)) {
+            index_t outer_rows = 1;
+            for (std::size_t a = 0; a + 1 < R; ++a) outer_rows *= d_.input_shape[a + 2];
+            const detail::plane_blocks rows(items, outer_rows, input_size());
+            if (rows.split() && !d_.global && detail::backward_cf_applicable<T, R>(d_)) {
                 const detail::backward_cf<T, R> kernel(d_);
-                const detail::plane_blocks rows(items, kernel.outer_rows(), input_size());
-                if (rows.split()) {
-                    exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
-                        rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
-                            kernel.run_rows(grad_out, grad_in, plane, r0, r1);
-                        });
+                exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
+                    rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
+                        kernel.run_rows(grad_out, grad_in, plane, r0, r1);
                     });
-                    return status{};
-                }
+                });
+                return status{};
             }
             const bool done = with_backward_kernel<T>([&](const auto& kernel) {
                 exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel(grad_out, grad_in, b, e); });
@@ -567,6 +566,12 @@ private:
         for (std::size_t a = 0; a + 1 < R; ++a) rows_per_n *= g.output[a];
         const index_t per = R == 3 ? g.output[1] : 1;        // output rows per first-axis output
         const index_t slice = R == 1 ? xs : xs / g.input[0];  // pixels per first-axis input index
+        // Output rows per step: new input rows and outputs of about stage_elements (w channels).
+        auto step_for = [&](index_t w) {
+            return std::max<index_t>(
+                1, detail::stage_elements * per / ((per * g.output[R - 1] + (R == 1 ? xs : g.strides[0] * slice)) * w));
+        };
+        const index_t step_full = step_for(cb), step_tail = step_for(C % cb == 0 ? cb : C % cb);
         exec(N * blocks * rows_per_n, [&](index_t begin, index_t end) {
             float* const s = detail::cl_stage_buffer(static_cast<std::size_t>((xs + os) * cb));
             float* const d = s + xs * cb;
@@ -575,10 +580,7 @@ private:
                 const index_t image_of = item / rows_per_n, r0 = item % rows_per_n;
                 const index_t n = image_of / blocks, c0 = image_of % blocks * cb, w = std::min(cb, C - c0);
                 const detail::cl_kernel<float, R>& k = w == cb ? kfull : ktail;
-                // Output rows per step: new input rows and outputs of about stage_elements.
-                const index_t step = std::max<index_t>(
-                    1, detail::stage_elements * per / ((per * g.output[R - 1] + (R == 1 ? xs : g.strides[0] * slice)) * w));
-                const index_t r1 = std::min({rows_per_n, r0 + (end - item), r0 + step});
+                const index_t r1 = std::min({rows_per_n, r0 + (end - item), r0 + (w == cb ? step_full : step_tail)});
                 if (image_of != image) image = image_of, clo = chi = 0;
                 index_t lo = 0, hi = xs;  // input pixels the step reads
                 if (R > 1) {

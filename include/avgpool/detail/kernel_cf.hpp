@@ -343,7 +343,7 @@ private:
         // buffer's zero padding, which is restored.
         const T* last = r[n0 * n1 - 1];  // rows are listed in ascending address order
         const index_t x = x0 + (i - i_lo);
-        if (last + x + L <= in_end) {
+        if (in_end - (last + x) >= L) {  // as a distance: no pointer past the input
             vsum<N1>(r, n0, n1, x).store(buf + i);
             zero(buf, i_hi, i + L);
             return;

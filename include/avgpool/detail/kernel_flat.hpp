@@ -152,7 +152,7 @@ private:
             T* dst = P[0] + r * row_len_ + pb_;
             index_t x = 0;
             for (; x + L <= Wd_; x += L) vsum<N>(rows, n, x).store(dst + x);
-            if (x < Wd_ && rows[n - 1] + x + L <= in_end) {
+            if (x < Wd_ && in_end - (rows[n - 1] + x) >= L) {
                 // Narrow rows (7 to 14 wide) would otherwise be mostly scalar: read a whole
                 // vector past the row (still inside the input), then restore the right padding
                 // the extra lanes overwrote. row_len_ has L slack for both stores.
@@ -175,7 +175,7 @@ private:
             e.store(even_x + m);
             o.store(odd_x + m);
         }
-        if (2 * m < Wd_ && rows[n - 1] + 2 * (m + L) <= in_end) {
+        if (2 * m < Wd_ && in_end - (rows[n - 1] + 2 * m) >= 2 * L) {
             V e, o;  // as at stride 1: over-read, then re-zero each phase past its last value
             deinterleave2(vsum<N>(rows, n, 2 * m), vsum<N>(rows, n, 2 * m + L), e, o);
             e.store(even_x + m);

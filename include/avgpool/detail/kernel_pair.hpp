@@ -79,7 +79,7 @@ public:
                 index_t u = 0;
                 for (; u < Wo_; u += L) {
                     const index_t x = 2 * u;
-                    if (bot + x + 2 * L > in_end) break;  // over-reads must stay in the input
+                    if (in_end - (bot + x) < 2 * L) break;  // over-reads must stay in the input
                     V e, o;
                     deinterleave2(V::load(top + x) + V::load(bot + x), V::load(top + x + L) + V::load(bot + x + L), e, o);
                     const V v = (e + o) * sc;

@@ -164,13 +164,17 @@ private:
         const index_t ms = stride_;
         // With one row per segment, vectors whose every tap stays inside the row need no masks.
         const index_t ilo = m_ == W_ ? pl_ : m_, ihi = W_ - L - K + 1 + pl_;
+        const index_t before = src - in, after = in_end - src;  // readable around src
         for (index_t i = 0; i < m_; i += L) {
-            const T* lo = src + i - pl_;
+            // Offsets, not pointers, until the reads are known to be inside [in, in_end).
+            const index_t off = i - pl_;
             if (i >= ilo && i <= ihi) {
+                const T* lo = src + off;
                 V acc = V::load(lo);
                 for (int j = 1; j < K; ++j) acc = acc + V::load(lo + j);
                 acc.store(dst + i);
-            } else if (lo >= in && lo + K - 1 + L <= in_end) {
+            } else if (off >= -before && off + K - 1 + L <= after) {
+                const T* lo = src + off;
                 const T* mk = masks_ + i;
                 V acc = V::load(lo).bit_and(V::load(mk));
                 for (int j = 1; j < K; ++j) acc = acc + V::load(lo + j).bit_and(V::load(mk + j * ms));
