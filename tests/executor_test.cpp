@@ -384,7 +384,7 @@ void check_plan(const avgpool::result<avgpool::pooling<R>>& plan, const std::str
 }
 
 template <std::size_t R>
-avgpool::pool_attrs<R> attrs(index_t k, index_t s, index_t pad, index_t dil = 1) {
+avgpool::pool_attrs<R> attrs_of(index_t k, index_t s, index_t pad, index_t dil = 1) {
     avgpool::pool_attrs<R> a;
     for (std::size_t i = 0; i < R; ++i) {
         a.kernel[i] = k;
@@ -403,35 +403,35 @@ void pooling_suite() {
     using avgpool::pooling;
     for (index_t C : {1, 2, 3, 40}) {
         const index_t H = C == 40 ? 21 : 128, W = C == 40 ? 27 : 131;  // few planes: large ones (split)
-        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, attrs<2>(3, 1, 1)), name("same-grid 3x3 s1 p1", C));
-        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, attrs<2>(2, 2, 0)), name("2x2 s2", C));
-        avgpool::pool_attrs<2> inc = attrs<2>(3, 2, 1);
+        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, attrs_of<2>(3, 1, 1)), name("same-grid 3x3 s1 p1", C));
+        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, attrs_of<2>(2, 2, 0)), name("2x2 s2", C));
+        avgpool::pool_attrs<2> inc = attrs_of<2>(3, 2, 1);
         inc.divisor = avgpool::divisor_type::include_pad;
         inc.rounding = avgpool::rounding_type::ceil_torch;
         check_plan<T, 2>(pooling<2>::create({1, C, H, W}, inc), name("3x3 s2 include-pad ceil", C));
-        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, attrs<2>(5, 3, 2, 2)), name("5x5 s3 dilation 2", C));
-        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, attrs<2>(9, 1, 4)), name("9x9 s1 p4", C));
+        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, attrs_of<2>(5, 3, 2, 2)), name("5x5 s3 dilation 2", C));
+        check_plan<T, 2>(pooling<2>::create({1, C, H, W}, attrs_of<2>(9, 1, 4)), name("9x9 s1 p4", C));
         avgpool::pool_attrs<2> global;
         global.kernel = {H, W};
         check_plan<T, 2>(pooling<2>::create({1, C, H, W}, global), name("global", C));
         check_plan<T, 2>(pooling<2>::create_adaptive({1, C, H, W}, {7, 10}), name("adaptive 7x10", C));
         check_plan<T, 2>(pooling<2>::create_adaptive({1, C, 100, 170}, {130, 200}), name("adaptive up", C));
-        check_plan<T, 3>(pooling<3>::create({1, C, 12, 36, 40}, attrs<3>(3, 1, 1)), name("3-D 3x3x3 s1 p1", C));
-        check_plan<T, 3>(pooling<3>::create({1, C, 10, 34, 50}, attrs<3>(2, 2, 0, 2)), name("3-D 2x2x2 s2 dil 2", C));
+        check_plan<T, 3>(pooling<3>::create({1, C, 12, 36, 40}, attrs_of<3>(3, 1, 1)), name("3-D 3x3x3 s1 p1", C));
+        check_plan<T, 3>(pooling<3>::create({1, C, 10, 34, 50}, attrs_of<3>(2, 2, 0, 2)), name("3-D 2x2x2 s2 dil 2", C));
         check_plan<T, 3>(pooling<3>::create_adaptive({1, C, 10, 34, 50}, {3, 4, 5}), name("3-D adaptive", C));
-        check_plan<T, 1>(pooling<1>::create({1, C, 1000}, attrs<1>(5, 2, 2)), name("1-D 5 s2", C));
-        check_plan<T, 4>(pooling<4>::create({1, C, 8, 9, 10, 24}, attrs<4>(3, 2, 1)), name("4-D (reference)", C));
+        check_plan<T, 1>(pooling<1>::create({1, C, 1000}, attrs_of<1>(5, 2, 2)), name("1-D 5 s2", C));
+        check_plan<T, 4>(pooling<4>::create({1, C, 8, 9, 10, 24}, attrs_of<4>(3, 2, 1)), name("4-D (reference)", C));
         // A divisor not exact in float: the reference path for float, the row kernel for double.
-        avgpool::pool_attrs<2> big = attrs<2>(3, 1, 1);
+        avgpool::pool_attrs<2> big = attrs_of<2>(3, 1, 1);
         big.divisor_override = 20000001;
         check_plan<T, 2>(pooling<2>::create({1, C, H, W}, big), name("divisor_override 20000001", C));
         if (::testing::Test::HasFailure()) return;
     }
     // N > 1 with few planes in all, and N * C just below / at the split limit.
-    check_plan<T, 2>(pooling<2>::create({2, 1, 128, 131}, attrs<2>(3, 1, 1)), "N=2 C=1");
-    check_plan<T, 2>(pooling<2>::create({3, 10, 30, 31}, attrs<2>(3, 1, 1)), "N=3 C=10");  // small: no split
-    check_plan<T, 2>(pooling<2>::create({3, 10, 60, 31}, attrs<2>(3, 1, 1)), "N=3 C=10 large");
-    check_plan<T, 2>(pooling<2>::create({4, 8, 30, 31}, attrs<2>(3, 1, 1)), "N=4 C=8");
+    check_plan<T, 2>(pooling<2>::create({2, 1, 128, 131}, attrs_of<2>(3, 1, 1)), "N=2 C=1");
+    check_plan<T, 2>(pooling<2>::create({3, 10, 30, 31}, attrs_of<2>(3, 1, 1)), "N=3 C=10");  // small: no split
+    check_plan<T, 2>(pooling<2>::create({3, 10, 60, 31}, attrs_of<2>(3, 1, 1)), "N=3 C=10 large");
+    check_plan<T, 2>(pooling<2>::create({4, 8, 30, 31}, attrs_of<2>(3, 1, 1)), "N=4 C=8");
 }
 
 TEST(ExecutorPooling, BitIdenticalAcrossExecutorsFloat) { pooling_suite<float>(); }
@@ -443,13 +443,13 @@ void channels_last_suite() {
     using avgpool::pooling;
     const auto cl = avgpool::layout::channels_last;
     for (index_t C : {1, 3, 17}) {
-        check_plan<T, 2>(pooling<2>::create({1, C, 40, 41}, attrs<2>(3, 1, 1), cl), name("NHWC 3x3 s1 p1", C));
-        check_plan<T, 2>(pooling<2>::create({1, C, 40, 41}, attrs<2>(2, 2, 0), cl), name("NHWC 2x2 s2", C));
-        check_plan<T, 2>(pooling<2>::create({1, C, 40, 41}, attrs<2>(7, 3, 3, 2), cl), name("NHWC 7x7 s3 dil 2", C));
+        check_plan<T, 2>(pooling<2>::create({1, C, 40, 41}, attrs_of<2>(3, 1, 1), cl), name("NHWC 3x3 s1 p1", C));
+        check_plan<T, 2>(pooling<2>::create({1, C, 40, 41}, attrs_of<2>(2, 2, 0), cl), name("NHWC 2x2 s2", C));
+        check_plan<T, 2>(pooling<2>::create({1, C, 40, 41}, attrs_of<2>(7, 3, 3, 2), cl), name("NHWC 7x7 s3 dil 2", C));
         check_plan<T, 2>(pooling<2>::create_adaptive({1, C, 40, 41}, {6, 5}, cl), name("NHWC adaptive", C));
-        check_plan<T, 3>(pooling<3>::create({1, C, 6, 15, 16}, attrs<3>(3, 1, 1), cl), name("NDHWC 3x3x3", C));
-        check_plan<T, 1>(pooling<1>::create({1, C, 300}, attrs<1>(4, 3, 1), cl), name("NWC 4 s3", C));
-        check_plan<T, 4>(pooling<4>::create({1, C, 4, 5, 6, 7}, attrs<4>(2, 1, 1), cl), name("4-D NC (reference)", C));
+        check_plan<T, 3>(pooling<3>::create({1, C, 6, 15, 16}, attrs_of<3>(3, 1, 1), cl), name("NDHWC 3x3x3", C));
+        check_plan<T, 1>(pooling<1>::create({1, C, 300}, attrs_of<1>(4, 3, 1), cl), name("NWC 4 s3", C));
+        check_plan<T, 4>(pooling<4>::create({1, C, 4, 5, 6, 7}, attrs_of<4>(2, 1, 1), cl), name("4-D NC (reference)", C));
         if (::testing::Test::HasFailure()) return;
     }
 }
@@ -495,16 +495,16 @@ template <class T>
 void split_suite() {
     using avgpool::pooling;
     for (index_t C : {1, 3}) {
-        expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, attrs<2>(3, 1, 1)), name("3x3 s1", C));
-        expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, attrs<2>(2, 2, 0)), name("2x2 s2", C));
-        expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, attrs<2>(5, 3, 2, 2)),
+        expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, attrs_of<2>(3, 1, 1)), name("3x3 s1", C));
+        expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, attrs_of<2>(2, 2, 0)), name("2x2 s2", C));
+        expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, attrs_of<2>(5, 3, 2, 2)),
                                                 name("5x5 s3 dil 2", C));
         // Rows wider than one row-buffer tile (several tiles per row).
-        expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 9, 5000}, attrs<2>(3, 1, 1)), name("wide", C));
+        expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 9, 5000}, attrs_of<2>(3, 1, 1)), name("wide", C));
         expect_split_matches_whole_planes<T, 2>(pooling<2>::create_adaptive({1, C, 128, 131}, {7, 10}), name("adaptive", C));
-        expect_split_matches_whole_planes<T, 3>(pooling<3>::create({1, C, 12, 36, 40}, attrs<3>(3, 1, 1)), name("3-D", C));
-        expect_split_matches_whole_planes<T, 4>(pooling<4>::create({1, C, 8, 9, 10, 24}, attrs<4>(3, 2, 1)), name("4-D", C));
-        avgpool::pool_attrs<2> big = attrs<2>(3, 1, 1);
+        expect_split_matches_whole_planes<T, 3>(pooling<3>::create({1, C, 12, 36, 40}, attrs_of<3>(3, 1, 1)), name("3-D", C));
+        expect_split_matches_whole_planes<T, 4>(pooling<4>::create({1, C, 8, 9, 10, 24}, attrs_of<4>(3, 2, 1)), name("4-D", C));
+        avgpool::pool_attrs<2> big = attrs_of<2>(3, 1, 1);
         big.divisor_override = 20000001;  // the reference path for float
         expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, big), name("override", C));
     }
@@ -539,19 +539,19 @@ TEST(ExecutorPooling, SinglePlaneIsSplitAcrossThreads) {
         EXPECT_EQ(chunks.load(), static_cast<int>(std::min<index_t>(count, 2)));
         return count;
     };
-    EXPECT_GE(items(pooling<2>::create({1, 1, 128, 128}, attrs<2>(5, 3, 2, 2)), "backward 5x5 s3 dil 2", true), 2);
-    EXPECT_GE(items(pooling<3>::create({1, 2, 16, 56, 56}, attrs<3>(3, 2, 1)), "backward 3-D", true), 2);
-    EXPECT_EQ(items(pooling<1>::create({1, 1, 100000}, attrs<1>(3, 2, 1)), "backward 1-D: one row", true), 1);
-    EXPECT_GE(items(pooling<2>::create({1, 1, 224, 224}, attrs<2>(3, 1, 1)), "3x3 s1 p1 224x224"), 2);
-    EXPECT_GE(items(pooling<2>::create({1, 1, 224, 224}, attrs<2>(2, 2, 0)), "2x2 s2 224x224"), 2);
-    EXPECT_GE(items(pooling<2>::create({1, 1, 128, 128}, attrs<2>(5, 3, 2, 2)), "5x5 s3 dil 2 128x128"), 2);
-    EXPECT_GE(items(pooling<3>::create({1, 1, 16, 56, 56}, attrs<3>(3, 1, 1)), "3-D 16x56x56"), 2);
+    EXPECT_GE(items(pooling<2>::create({1, 1, 128, 128}, attrs_of<2>(5, 3, 2, 2)), "backward 5x5 s3 dil 2", true), 2);
+    EXPECT_GE(items(pooling<3>::create({1, 2, 16, 56, 56}, attrs_of<3>(3, 2, 1)), "backward 3-D", true), 2);
+    EXPECT_EQ(items(pooling<1>::create({1, 1, 100000}, attrs_of<1>(3, 2, 1)), "backward 1-D: one row", true), 1);
+    EXPECT_GE(items(pooling<2>::create({1, 1, 224, 224}, attrs_of<2>(3, 1, 1)), "3x3 s1 p1 224x224"), 2);
+    EXPECT_GE(items(pooling<2>::create({1, 1, 224, 224}, attrs_of<2>(2, 2, 0)), "2x2 s2 224x224"), 2);
+    EXPECT_GE(items(pooling<2>::create({1, 1, 128, 128}, attrs_of<2>(5, 3, 2, 2)), "5x5 s3 dil 2 128x128"), 2);
+    EXPECT_GE(items(pooling<3>::create({1, 1, 16, 56, 56}, attrs_of<3>(3, 1, 1)), "3-D 16x56x56"), 2);
     EXPECT_GE(items(pooling<2>::create_adaptive({1, 1, 180, 180}, {6, 6}), "adaptive 6x6"), 2);
-    EXPECT_GE(items(pooling<4>::create({1, 1, 8, 9, 10, 24}, attrs<4>(3, 2, 1)), "4-D reference"), 2);
-    EXPECT_GE(items(pooling<2>::create({1, 1, 40, 41}, attrs<2>(3, 1, 1), avgpool::layout::channels_last), "NHWC"),
+    EXPECT_GE(items(pooling<4>::create({1, 1, 8, 9, 10, 24}, attrs_of<4>(3, 2, 1)), "4-D reference"), 2);
+    EXPECT_GE(items(pooling<2>::create({1, 1, 40, 41}, attrs_of<2>(3, 1, 1), avgpool::layout::channels_last), "NHWC"),
               2);
-    EXPECT_EQ(items(pooling<2>::create({1, 1, 8, 8}, attrs<2>(3, 1, 1)), "3x3 s1 p1 8x8"), 1);
-    EXPECT_EQ(items(pooling<2>::create({1, 3, 56, 56}, attrs<2>(3, 1, 1)), "3x3 s1 p1 3x56x56"), 3);
+    EXPECT_EQ(items(pooling<2>::create({1, 1, 8, 8}, attrs_of<2>(3, 1, 1)), "3x3 s1 p1 8x8"), 1);
+    EXPECT_EQ(items(pooling<2>::create({1, 3, 56, 56}, attrs_of<2>(3, 1, 1)), "3x3 s1 p1 3x56x56"), 3);
 }
 
 // The item layout of a split call: blocks tile each plane's rows, items tile the planes.

@@ -55,7 +55,7 @@ void check(const avgpool::pooling<R>& plan, std::mt19937_64& gen) {
 }
 
 template <class H>
-void suite() {
+void conversion_suite() {
     std::mt19937_64 gen(sizeof(H) * 1000 + 7);
     auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
     for (int c = 0; c < 120; ++c) {
@@ -80,8 +80,8 @@ void suite() {
     check<H>(*adaptive, gen);
 }
 
-TEST(SixteenBit, Float16) { suite<avgpool::float16>(); }
-TEST(SixteenBit, BFloat16) { suite<avgpool::bfloat16>(); }
+TEST(SixteenBit, Float16) { conversion_suite<avgpool::float16>(); }
+TEST(SixteenBit, BFloat16) { conversion_suite<avgpool::bfloat16>(); }
 
 // The next 16-bit value's distance from h (away from zero): one ulp of h.
 template <class H>
