@@ -16,6 +16,7 @@
 #include <array>
 #include <cstddef>
 #include <cstring>
+#include <utility>
 
 #include "plan.hpp"
 #include "reference.hpp"
@@ -337,18 +338,54 @@ private:
         const T* const* r = rows;
         index_t i = i_lo;
         for (; i + L <= i_hi; i += L) vsum<N1>(r, n0, n1, x0 + (i - i_lo)).store(buf + i);
+        vpass_tail<N1>(buf, i, i_hi, rows, n0, n1, x0 + (i - i_lo), in_end);
+    }
+
+    // vpass() for R = 3 windows of N0 x N1 rows (the cubic 2x2x2 and 3x3x3 pools): the row
+    // pointers copied into locals, which the compiler keeps in registers. Read from the list,
+    // they were reloaded for every vector (a store to buf might alias them), and those loads,
+    // not the adds, bounded the loop. Same sums in the same order as vpass().
+    template <int N0, int N1>
+    static void vpass_fixed(T* buf, index_t i_lo, index_t i_hi, const T* const* rows, index_t x0,
+                            const T* in_end) noexcept {
+        const T* r[N0 * N1];
+        for (int j = 0; j < N0 * N1; ++j) r[j] = rows[j];
+        index_t i = i_lo, x = x0;
+        // Constant indices only (folds, no loops the compiler might keep rolled): that is what
+        // lets it hold r[] in registers.
+        for (; i + L <= i_hi; i += L, x += L)
+            outer_sum<N1>(r, x, std::make_index_sequence<N0 - 1>{}).store(buf + i);
+        vpass_tail<N1>(buf, i, i_hi, rows, N0, N1, x, in_end);
+    }
+
+    // sum_j r[B + j] + x for j < N1, left to right.
+    template <int N1, std::size_t B, std::size_t... J>
+    static V group_sum(const T* const* r, index_t x, std::index_sequence<J...>) noexcept {
+        return (V::load(r[B] + x) + ... + V::load(r[B + J + 1] + x));
+    }
+    // sum over groups a of group_sum(a), left to right (nested_vsum's order).
+    template <int N1, std::size_t... A>
+    static V outer_sum(const T* const* r, index_t x, std::index_sequence<A...>) noexcept {
+        constexpr auto inner = std::make_index_sequence<N1 - 1>{};
+        return (group_sum<N1, 0>(r, x, inner) + ... + group_sum<N1, (A + 1) * N1>(r, x, inner));
+    }
+
+    // The last columns of vpass() from buf[i] (input column x) to i_hi, fewer than a vector.
+    template <int N1>
+    static void vpass_tail(T* buf, index_t i, index_t i_hi, const T* const* rows, index_t n0, index_t n1,
+                           index_t x, const T* in_end) noexcept {
+        const T* const* r = rows;
         if (i == i_hi) return;
         // The tail (all of a row narrower than a vector, e.g. 7x7 planes) as one vector when
         // that stays inside the input: same sums per lane; the lanes past i_hi land in the
         // buffer's zero padding, which is restored.
         const T* last = r[n0 * n1 - 1];  // rows are listed in ascending address order
-        const index_t x = x0 + (i - i_lo);
         if (in_end - (last + x) >= L) {  // as a distance: no pointer past the input
             vsum<N1>(r, n0, n1, x).store(buf + i);
             zero(buf, i_hi, i + L);
             return;
         }
-        for (; i < i_hi; ++i) buf[i] = vsum1(r, n0, n1, x0 + (i - i_lo));
+        for (; i < i_hi; ++i, ++x) buf[i] = vsum1(r, n0, n1, x);
     }
 
     // The divisor of output u of a row: the override, or the outer factor times the last
@@ -390,7 +427,10 @@ private:
             const index_t i_hi = std::clamp(pb_ + W_ - P0, i_lo, len);
             if (!single) zero(b.buf, 0, i_lo);
             const index_t x0 = P0 + i_lo - pb_;
-            switch (no_taps ? 0 : n1) {
+            const int cubic = R == 3 && !no_taps && n0 == n1 ? static_cast<int>(n1) : 0;
+            switch (cubic == 2 || cubic == 3 ? -cubic : no_taps ? 0 : n1) {
+                case -2: vpass_fixed<2, 2>(b.buf, i_lo, i_hi, rows, x0, b.in_end); break;
+                case -3: vpass_fixed<3, 3>(b.buf, i_lo, i_hi, rows, x0, b.in_end); break;
                 case 0: zero(b.buf, i_lo, i_hi); break;
                 case 1: vpass<1>(b.buf, i_lo, i_hi, rows, n0, n1, x0, b.in_end); break;
                 case 2: vpass<2>(b.buf, i_lo, i_hi, rows, n0, n1, x0, b.in_end); break;
