@@ -138,6 +138,34 @@ void adaptive_suite(int cases) {
     }
 }
 
+// Cubic 2x2x2 and 3x3x3 windows (the row pointers held in registers on the ring path, which
+// takes C >= 4 vectors): strides 1 and 2, with and without padding (clipped windows near the
+// edges take the general sum), C a multiple of the vector width or not, both divisors.
+TEST(ChannelsLast, CubicWindowsRank3) {
+    std::mt19937_64 gen(41);
+    for (index_t k : {2, 3}) {
+        for (index_t s : {1, 2}) {
+            for (index_t pad : {index_t(0), k - 1}) {
+                for (index_t C : {32, 48, 67}) {
+                    avgpool::pool_attrs<3> a;
+                    a.kernel = {k, k, k};
+                    a.strides = {s, s, s};
+                    a.pads_begin = {pad, pad, pad};
+                    a.pads_end = {pad, 0, pad};
+                    a.divisor = pad > 0 && C == 48 ? avgpool::divisor_type::include_pad
+                                                   : avgpool::divisor_type::exclude_pad;
+                    auto plan = avgpool::pooling<3>::create({2, C, 5, 6, 9}, a, avgpool::layout::channels_last);
+                    ASSERT_TRUE(plan.ok());
+                    const std::string t = "k " + std::to_string(k) + " s " + std::to_string(s) + " pad " +
+                                          std::to_string(pad) + " C " + std::to_string(C);
+                    EXPECT_TRUE((compare_plan<float, 3>(*plan, gen, t))) << t << ": expected the channels-last kernel";
+                    EXPECT_TRUE((compare_plan<double, 3>(*plan, gen, t))) << t << ": expected the channels-last kernel";
+                }
+            }
+        }
+    }
+}
+
 TEST(ChannelsLast, AdaptiveMatchesReference) {
     adaptive_suite<float, 1>(60);
     adaptive_suite<float, 2>(80);

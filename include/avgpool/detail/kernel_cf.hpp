@@ -113,6 +113,26 @@ inline vec<T> nested_vsum(const T* const* rows, index_t n0, index_t n1, index_t 
     }
     return acc;
 }
+// sum_j r[B + j] + x for j < N1, left to right.
+template <class T, std::size_t B, std::size_t... J>
+inline vec<T> group_vsum(const T* const* r, index_t x, std::index_sequence<J...>) noexcept {
+    return (vec<T>::load(r[B] + x) + ... + vec<T>::load(r[B + J + 1] + x));
+}
+template <class T, int N1, std::size_t... A>
+inline vec<T> groups_vsum(const T* const* r, index_t x, std::index_sequence<A...>) noexcept {
+    constexpr auto inner = std::make_index_sequence<N1 - 1>{};
+    return (group_vsum<T, 0>(r, x, inner) + ... + group_vsum<T, (A + 1) * N1>(r, x, inner));
+}
+// nested_vsum() of N0 x N1 rows, with the same sums in the same order. The callers copy the
+// row pointers into a local array first: with every index a constant (folds, no loops the
+// compiler might keep rolled), it holds them in registers; read from a list that a store
+// might alias, they were reloaded for every vector, and those loads bounded the loop.
+template <class T, int N0, int N1>
+inline vec<T> fixed_nested_vsum(const T* const* r, index_t x) noexcept {
+    static_assert(N0 >= 1 && N1 >= 1, "at least one row");
+    return groups_vsum<T, N1>(r, x, std::make_index_sequence<N0 - 1>{});
+}
+
 template <class T>
 inline T nested_vsum1(const T* const* rows, index_t n0, index_t n1, index_t x) noexcept {
     T acc = T(0);
@@ -341,33 +361,17 @@ private:
         vpass_tail<N1>(buf, i, i_hi, rows, n0, n1, x0 + (i - i_lo), in_end);
     }
 
-    // vpass() for R = 3 windows of N0 x N1 rows (the cubic 2x2x2 and 3x3x3 pools): the row
-    // pointers copied into locals, which the compiler keeps in registers. Read from the list,
-    // they were reloaded for every vector (a store to buf might alias them), and those loads,
-    // not the adds, bounded the loop. Same sums in the same order as vpass().
+    // vpass() for R = 3 windows of N0 x N1 rows (the cubic 2x2x2 and 3x3x3 pools), through
+    // fixed_nested_vsum(): same sums in the same order.
     template <int N0, int N1>
     static void vpass_fixed(T* buf, index_t i_lo, index_t i_hi, const T* const* rows, index_t x0,
                             const T* in_end) noexcept {
         const T* r[N0 * N1];
         for (int j = 0; j < N0 * N1; ++j) r[j] = rows[j];
         index_t i = i_lo, x = x0;
-        // Constant indices only (folds, no loops the compiler might keep rolled): that is what
-        // lets it hold r[] in registers.
         for (; i + L <= i_hi; i += L, x += L)
-            outer_sum<N1>(r, x, std::make_index_sequence<N0 - 1>{}).store(buf + i);
+            fixed_nested_vsum<T, N0, N1>(r, x).store(buf + i);
         vpass_tail<N1>(buf, i, i_hi, rows, N0, N1, x, in_end);
-    }
-
-    // sum_j r[B + j] + x for j < N1, left to right.
-    template <int N1, std::size_t B, std::size_t... J>
-    static V group_sum(const T* const* r, index_t x, std::index_sequence<J...>) noexcept {
-        return (V::load(r[B] + x) + ... + V::load(r[B + J + 1] + x));
-    }
-    // sum over groups a of group_sum(a), left to right (nested_vsum's order).
-    template <int N1, std::size_t... A>
-    static V outer_sum(const T* const* r, index_t x, std::index_sequence<A...>) noexcept {
-        constexpr auto inner = std::make_index_sequence<N1 - 1>{};
-        return (group_sum<N1, 0>(r, x, inner) + ... + group_sum<N1, (A + 1) * N1>(r, x, inner));
     }
 
     // The last columns of vpass() from buf[i] (input column x) to i_hi, fewer than a vector.
@@ -427,10 +431,13 @@ private:
             const index_t i_hi = std::clamp(pb_ + W_ - P0, i_lo, len);
             if (!single) zero(b.buf, 0, i_lo);
             const index_t x0 = P0 + i_lo - pb_;
-            const int cubic = R == 3 && !no_taps && n0 == n1 ? static_cast<int>(n1) : 0;
-            switch (cubic == 2 || cubic == 3 ? -cubic : no_taps ? 0 : n1) {
-                case -2: vpass_fixed<2, 2>(b.buf, i_lo, i_hi, rows, x0, b.in_end); break;
-                case -3: vpass_fixed<3, 3>(b.buf, i_lo, i_hi, rows, x0, b.in_end); break;
+            bool cubic = false;  // the cubic 2x2x2 and 3x3x3 pools
+            if constexpr (R == 3) {
+                cubic = !no_taps && n0 == n1 && (n1 == 2 || n1 == 3);
+                if (cubic && n1 == 2) vpass_fixed<2, 2>(b.buf, i_lo, i_hi, rows, x0, b.in_end);
+                if (cubic && n1 == 3) vpass_fixed<3, 3>(b.buf, i_lo, i_hi, rows, x0, b.in_end);
+            }
+            if (!cubic) switch (no_taps ? 0 : n1) {
                 case 0: zero(b.buf, i_lo, i_hi); break;
                 case 1: vpass<1>(b.buf, i_lo, i_hi, rows, n0, n1, x0, b.in_end); break;
                 case 2: vpass<2>(b.buf, i_lo, i_hi, rows, n0, n1, x0, b.in_end); break;

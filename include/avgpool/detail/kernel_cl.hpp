@@ -376,7 +376,6 @@ private:
         if (s == 1 && k > 5 && k <= cl_max_block && Wo_ >= 2) return &cl_kernel::fused<0, 1>;
         if (s != 1 && s != 2) return nullptr;
         const bool two = s == 2;
-#ifndef AVGPOOL_CL_NO_RING
         if (rcb_ > 0) {
             switch (k) {
                 case 1: return two ? &cl_kernel::ring<1, 2> : &cl_kernel::ring<1, 1>;
@@ -387,7 +386,6 @@ private:
                 default: break;
             }
         }
-#endif
         if (C_ % L != 0) return nullptr;
         switch (k) {
             case 1: return two ? &cl_kernel::fused<1, 2> : &cl_kernel::fused<1, 1>;
@@ -409,38 +407,40 @@ private:
               const row_divisor& div) const {
         if (n0 == 1) {
             switch (n1) {
-                case 1: return ring_rows<K, S, 1>(b, rows, n0, n1, dst, average, div);
-                case 2: return ring_rows<K, S, 2>(b, rows, n0, n1, dst, average, div);
-                case 3: return ring_rows<K, S, 3>(b, rows, n0, n1, dst, average, div);
+                case 1: return ring_rows<K, S, 1, 1>(b, rows, n0, n1, dst, average, div);
+                case 2: return ring_rows<K, S, 1, 2>(b, rows, n0, n1, dst, average, div);
+                case 3: return ring_rows<K, S, 1, 3>(b, rows, n0, n1, dst, average, div);
                 default: break;
             }
         }
-        ring_rows<K, S, 0>(b, rows, n0, n1, dst, average, div);
+        if constexpr (R == 3 && (K == 2 || K == 3)) {  // the cubic 2x2x2 and 3x3x3 pools
+            if (n0 == K && n1 == K) return ring_rows<K, S, K, K>(b, rows, n0, n1, dst, average, div);
+        }
+        ring_rows<K, S, 0, 0>(b, rows, n0, n1, dst, average, div);
     }
 
-    // Vertical sum at element offset off (channels off .. off + L - 1 of some column).
-    template <int N1>
+    // Vertical sum at element offset off (channels off .. off + L - 1 of some column): of
+    // N0 x N1 rows held in r when N1 > 0, else of the list.
+    template <int N0, int N1>
     struct vsource {
         const T* const* rows;
         index_t n0, n1;
-        const T* r[N1 > 0 ? N1 : 1];
+        const T* r[N1 > 0 ? N0 * N1 : 1];
         AVGPOOL_CL_INLINE V operator()(index_t off) const noexcept {
             if constexpr (N1 > 0) {
-                V a = V::load(r[0] + off);
-                for (int j = 1; j < N1; ++j) a = a + V::load(r[j] + off);
-                return a;
+                return fixed_nested_vsum<T, N0, N1>(r, off);
             } else {
                 return nested_vsum<T, 0>(rows, n0, n1, off);
             }
         }
     };
 
-    template <int K, int S, int N1>
+    template <int K, int S, int N0, int N1>
     void ring_rows(buffers& b, const T* const* rows, index_t n0, index_t n1, T* dst, bool average,
                    const row_divisor& div) const {
-        vsource<N1> src{rows, n0, n1, {}};
+        vsource<N0, N1> src{rows, n0, n1, {}};
         if constexpr (N1 > 0)
-            for (int j = 0; j < N1; ++j) src.r[j] = rows[j];
+            for (int j = 0; j < N0 * N1; ++j) src.r[j] = rows[j];
         const index_t cb = rcb_;
         T* const ring = b.buf;
         // Slot of padded column u (input column u - pb): u % K.
