@@ -138,15 +138,16 @@ void adaptive_suite(int cases) {
     }
 }
 
-// Cubic 2x2x2 and 3x3x3 windows (the row pointers held in registers on the ring path, which
-// takes C >= 4 vectors): strides 1 and 2, with and without padding (clipped windows near the
-// edges take the general sum), C a multiple of the vector width or not, both divisors.
+// Cubic 2x2x2 and 3x3x3 windows (the row pointers held in registers: on the ring path, which
+// takes C >= 4 vectors, and on the register path, which takes fewer, a multiple of the width):
+// strides 1 and 2, with and without padding (clipped windows near the edges take the general
+// sum), C a multiple of the vector width or not, both divisors.
 TEST(ChannelsLast, CubicWindowsRank3) {
     std::mt19937_64 gen(41);
     for (index_t k : {2, 3}) {
         for (index_t s : {1, 2}) {
             for (index_t pad : {index_t(0), k - 1}) {
-                for (index_t C : {32, 48, 67}) {
+                for (index_t C : {8, 16, 32, 48, 67}) {
                     avgpool::pool_attrs<3> a;
                     a.kernel = {k, k, k};
                     a.strides = {s, s, s};

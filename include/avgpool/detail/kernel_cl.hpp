@@ -516,6 +516,17 @@ private:
                 default: break;
             }
         }
+        if constexpr (R == 3 && (K == 2 || K == 3)) {  // the cubic 2x2x2 and 3x3x3 pools
+            if (n0 == K && n1 == K) {
+                for (; c + G * L <= C_; c += G * L) {
+                    cubic_source<G, K> src;
+                    for (int j = 0; j < K * K; ++j) src.r[j] = rows[j] + c;
+                    src.C = C_;
+                    src.W = W_;
+                    chunk_from<K, S, G>(src, c, dst, average, div);
+                }
+            }
+        }
         for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 0>(rows, n0, n1, c, dst, average, div);
         for (; c < C_; c += L) chunk<K, S, 1, 0>(rows, n0, n1, std::min(c, C_ - L), dst, average, div);
     }
@@ -539,6 +550,20 @@ private:
                 for (int j = 1; j < N1; ++j) a = a + V::load(r[j] + off + g * L);
                 out[g] = a;
             }
+        }
+    };
+    // The same for N x N rows (R = 3, cubic windows), nested as nested_source sums them.
+    template <int G, int N>
+    struct cubic_source {
+        const T* r[N * N];
+        index_t C, W;
+        AVGPOOL_CL_INLINE void operator()(index_t x, V* out) const noexcept {
+            if (x < 0 || x >= W) {
+                for (int g = 0; g < G; ++g) out[g] = V::splat(T(0));
+                return;
+            }
+            const index_t off = x * C;
+            for (int g = 0; g < G; ++g) out[g] = fixed_nested_vsum<T, N, N>(r, off + g * L);
         }
     };
     // The same for any n0, n1 (the nested sum over both outer axes).
