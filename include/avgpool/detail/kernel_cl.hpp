@@ -505,39 +505,34 @@ private:
         if (n0 == 1) {
             switch (n1) {
                 case 1:
-                    for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 1>(rows, n0, n1, c, dst, average, div);
+                    for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 1, 1>(rows, c, dst, average, div);
                     break;
                 case 2:
-                    for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 2>(rows, n0, n1, c, dst, average, div);
+                    for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 1, 2>(rows, c, dst, average, div);
                     break;
                 case 3:
-                    for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 3>(rows, n0, n1, c, dst, average, div);
+                    for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 1, 3>(rows, c, dst, average, div);
                     break;
                 default: break;
             }
         }
         if constexpr (R == 3 && (K == 2 || K == 3)) {  // the cubic 2x2x2 and 3x3x3 pools
             if (n0 == K && n1 == K) {
-                for (; c + G * L <= C_; c += G * L) {
-                    cubic_source<G, K> src;
-                    for (int j = 0; j < K * K; ++j) src.r[j] = rows[j] + c;
-                    src.C = C_;
-                    src.W = W_;
-                    chunk_from<K, S, G>(src, c, dst, average, div);
-                }
+                for (; c + G * L <= C_; c += G * L) chunk<K, S, G, K, K>(rows, c, dst, average, div);
             }
         }
-        for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 0>(rows, n0, n1, c, dst, average, div);
-        for (; c < C_; c += L) chunk<K, S, 1, 0>(rows, n0, n1, std::min(c, C_ - L), dst, average, div);
+        for (; c + G * L <= C_; c += G * L) nested_chunk<K, S, G>(rows, n0, n1, c, dst, average, div);
+        for (; c < C_; c += L) nested_chunk<K, S, 1>(rows, n0, n1, std::min(c, C_ - L), dst, average, div);
     }
 
-    // Vertical sums of input column x, channels c + g * L (g < G), into out[g], from N1 rows
-    // of one outer tap (n0 == 1): the row pointers, already offset by c, live in registers.
+    // Vertical sums of input column x, channels c + g * L (g < G), into out[g], from N0 x N1
+    // rows (N0 = 1: one outer tap; N0 = N1 = K: R = 3 cubic windows), nested as nested_vsum:
+    // the row pointers, already offset by c, live in registers (fixed_nested_vsum).
     // Zero outside the input. (Results are written through a pointer, not returned in a
     // struct: GCC moved such structs of vectors through memory in pieces.)
-    template <int G, int N1>
+    template <int G, int N0, int N1>
     struct rows_source {
-        const T* r[N1];
+        const T* r[N0 * N1];
         index_t C, W;
         AVGPOOL_CL_INLINE void operator()(index_t x, V* out) const noexcept {
             if (x < 0 || x >= W) {
@@ -545,25 +540,7 @@ private:
                 return;
             }
             const index_t off = x * C;
-            for (int g = 0; g < G; ++g) {
-                V a = V::load(r[0] + off + g * L);
-                for (int j = 1; j < N1; ++j) a = a + V::load(r[j] + off + g * L);
-                out[g] = a;
-            }
-        }
-    };
-    // The same for N x N rows (R = 3, cubic windows), nested as nested_source sums them.
-    template <int G, int N>
-    struct cubic_source {
-        const T* r[N * N];
-        index_t C, W;
-        AVGPOOL_CL_INLINE void operator()(index_t x, V* out) const noexcept {
-            if (x < 0 || x >= W) {
-                for (int g = 0; g < G; ++g) out[g] = V::splat(T(0));
-                return;
-            }
-            const index_t off = x * C;
-            for (int g = 0; g < G; ++g) out[g] = fixed_nested_vsum<T, N, N>(r, off + g * L);
+            for (int g = 0; g < G; ++g) out[g] = fixed_nested_vsum<T, N0, N1>(r, off + g * L);
         }
     };
     // The same for any n0, n1 (the nested sum over both outer axes).
@@ -581,19 +558,19 @@ private:
         }
     };
 
-    template <int K, int S, int G, int N1>
-    void chunk(const T* const* rows, index_t n0, index_t n1, index_t c, T* dst, bool average,
-               const row_divisor& div) const {
-        if constexpr (N1 > 0) {
-            rows_source<G, N1> src;
-            for (int j = 0; j < N1; ++j) src.r[j] = rows[j] + c;
-            src.C = C_;
-            src.W = W_;
-            chunk_from<K, S, G>(src, c, dst, average, div);
-        } else {
-            const nested_source<G> src{rows, n0, n1, c, C_, W_};
-            chunk_from<K, S, G>(src, c, dst, average, div);
-        }
+    template <int K, int S, int G, int N0, int N1>
+    void chunk(const T* const* rows, index_t c, T* dst, bool average, const row_divisor& div) const {
+        rows_source<G, N0, N1> src;
+        for (int j = 0; j < N0 * N1; ++j) src.r[j] = rows[j] + c;
+        src.C = C_;
+        src.W = W_;
+        chunk_from<K, S, G>(src, c, dst, average, div);
+    }
+    template <int K, int S, int G>
+    void nested_chunk(const T* const* rows, index_t n0, index_t n1, index_t c, T* dst, bool average,
+                      const row_divisor& div) const {
+        const nested_source<G> src{rows, n0, n1, c, C_, W_};
+        chunk_from<K, S, G>(src, c, dst, average, div);
     }
 
     template <int K, int S, int G, class Src>
