@@ -355,6 +355,9 @@ private:
     template <int N1>
     static void vpass(T* buf, index_t i_lo, index_t i_hi, const T* const* rows, index_t n0, index_t n1,
                       index_t x0, const T* in_end) noexcept {
+        if constexpr (R == 3 && (N1 == 2 || N1 == 3)) {
+            if (n0 == N1) return vpass_fixed<N1, N1>(buf, i_lo, i_hi, rows, x0, in_end);  // cubic
+        }
         const T* const* r = rows;
         index_t i = i_lo;
         for (; i + L <= i_hi; i += L) vsum<N1>(r, n0, n1, x0 + (i - i_lo)).store(buf + i);
@@ -431,13 +434,7 @@ private:
             const index_t i_hi = std::clamp(pb_ + W_ - P0, i_lo, len);
             if (!single) zero(b.buf, 0, i_lo);
             const index_t x0 = P0 + i_lo - pb_;
-            bool cubic = false;  // the cubic 2x2x2 and 3x3x3 pools
-            if constexpr (R == 3) {
-                cubic = !no_taps && n0 == n1 && (n1 == 2 || n1 == 3);
-                if (cubic && n1 == 2) vpass_fixed<2, 2>(b.buf, i_lo, i_hi, rows, x0, b.in_end);
-                if (cubic && n1 == 3) vpass_fixed<3, 3>(b.buf, i_lo, i_hi, rows, x0, b.in_end);
-            }
-            if (!cubic) switch (no_taps ? 0 : n1) {
+            switch (no_taps ? 0 : n1) {
                 case 0: zero(b.buf, i_lo, i_hi); break;
                 case 1: vpass<1>(b.buf, i_lo, i_hi, rows, n0, n1, x0, b.in_end); break;
                 case 2: vpass<2>(b.buf, i_lo, i_hi, rows, n0, n1, x0, b.in_end); break;
