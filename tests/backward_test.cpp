@@ -6,8 +6,10 @@
 #include "support/geometry.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/conformance.hpp"
@@ -216,14 +218,22 @@ void expect_fast_matches(const avgpool::pooling<R>& plan, std::mt19937_64& gen, 
     for (T& v : g) v = static_cast<T>(dist(gen));
     const index_t items = plan.input_shape()[0] * plan.input_shape()[1];
     avgpool::detail::reference_backward<T, R>(d, g.data(), ref.data(), 0, items);
-    double kprod = 1;
-    for (std::size_t ax = 0; ax < R; ++ax) kprod *= static_cast<double>(d.geometry.kernel[ax]);
+    // The error bound of any summation order: an input sums at most `terms` shares t (the
+    // product of the most outputs covering one input, per axis), each rounded at most twice,
+    // so |error| <= (terms + 2) * eps * sum |t|; sum |t| is the reference on |g| (the
+    // divisors are positive). Twice that, for the rounding of the bound itself.
+    std::vector<T> g_abs(g.size()), abs_ref(n_in);
+    for (std::size_t i = 0; i < g.size(); ++i) g_abs[i] = std::abs(g[i]);
+    avgpool::detail::reference_backward<T, R>(d, g_abs.data(), abs_ref.data(), 0, items);
+    double terms = 1;
+    for (std::size_t ax = 0; ax < R; ++ax)
+        terms *= static_cast<double>(std::max<index_t>(1, avgpool::detail::max_cover<R>(d, ax)));
     const double eps = sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
-    // Each input sums at most prod(k) shares of magnitude <= 1: a loose bound on any order.
-    const double tol = 8 * (kprod + 4) * eps;
     auto compare = [&](const char* what) {
-        for (std::size_t i = 0; i < n_in; ++i)
+        for (std::size_t i = 0; i < n_in; ++i) {
+            const double tol = 2 * (terms + 2) * eps * static_cast<double>(abs_ref[i]);
             ASSERT_NEAR(static_cast<double>(got[i]), static_cast<double>(ref[i]), tol) << what << " input " << i;
+        }
     };
     std::fill(got.begin(), got.end(), static_cast<T>(1e30));
     ASSERT_TRUE(plan.backward(g.data(), got.data()).ok());
@@ -237,6 +247,25 @@ void expect_fast_matches(const avgpool::pooling<R>& plan, std::mt19937_64& gen, 
         k.run(g.data(), got.data(), 0, items / 2);
         k.run(g.data(), got.data(), items / 2, items);
         compare(o == order::best ? "best" : o == order::ring ? "ring" : "per row");
+        if (d.global) continue;  // a fill; no row split
+        // Row ranges (the few-plane split), last range first: a range that wrote into a later
+        // one would leave wrong values there.
+        const index_t rows = k.outer_rows();
+        const index_t a = std::uniform_int_distribution<index_t>(0, rows)(gen);
+        const index_t b = std::uniform_int_distribution<index_t>(a, rows)(gen);
+        // Planes in reverse too, and a guard past the last one.
+        std::vector<T> guarded(n_in + 64, static_cast<T>(-7));
+        for (index_t item = items; item-- > 0;) {
+            for (auto range : {std::make_pair(b, rows), std::make_pair(a, b), std::make_pair(index_t(0), a)})
+                if (range.first < range.second) k.run_rows(g.data(), guarded.data(), item, range.first, range.second);
+        }
+        for (std::size_t i = n_in; i < guarded.size(); ++i) ASSERT_EQ(guarded[i], static_cast<T>(-7)) << "written past the end";
+        std::copy(guarded.begin(), guarded.begin() + static_cast<std::ptrdiff_t>(n_in), got.begin());
+        compare(o == order::best ? "best, row ranges" : o == order::ring ? "ring, row ranges" : "per row, row ranges");
+        // Bit-identical to the whole planes of the same order.
+        std::vector<T> whole(n_in);
+        k.run(g.data(), whole.data(), 0, items);
+        ASSERT_EQ(0, std::memcmp(whole.data(), got.data(), n_in * sizeof(T))) << "row ranges differ from whole planes";
     }
 }
 

@@ -479,14 +479,13 @@ void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>
             avgpool::detail::reference_pool<T, R>(d, in.data(), whole.data(), op, 0, planes);
         EXPECT_TRUE(same_bytes(split, whole)) << (avg ? "average" : "sum");
     }
-    // Backward splits input rows; each row is computed as the per-row order computes it.
+    // Backward splits input rows; each row is computed as the whole-plane order computes it.
     if (!d.global && avgpool::detail::backward_cf_applicable<T, R>(d)) {
         const std::vector<T> grad = random_values<T>(n, 77);
         const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
         std::vector<T> split(n_in, T(3)), whole(n_in, T(4));
         ASSERT_TRUE(plan->backward(grad.data(), split.data(), pool));
-        avgpool::detail::backward_cf<T, R>(d, avgpool::detail::backward_order::per_row)
-            .run(grad.data(), whole.data(), 0, planes);
+        avgpool::detail::backward_cf<T, R>(d).run(grad.data(), whole.data(), 0, planes);
         EXPECT_TRUE(same_bytes(split, whole)) << "backward";
     }
 }

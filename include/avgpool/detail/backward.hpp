@@ -163,6 +163,8 @@ public:
         fixed_ = p.divisor_override > 0;
         override_ = static_cast<T>(p.divisor_override);
         bdiv_ = p.template last_backward_divisor<T>();
+        std::memset(lane_mask_, 0xff, sizeof(T) * V::width);
+        std::memset(lane_mask_ + L, 0, sizeof(T) * V::width);
         if constexpr (R >= 2) {
             cap_ = max_cover<R>(p, 0);  // outputs covering one input: the ring's slots
             slot_ = R == 2 ? W_ : g.output[1] * W_;
@@ -185,24 +187,9 @@ public:
             return;
         }
         buffers b;
-        if (flat_) {
-            // Zeros between and around the share rows, written once per call: each row only
-            // writes its own Wo shares (rows with no tap, never).
-            std::fill(b.sp, b.sp + front_ + flat_rows_ * pitch_ + L, T(0));
-        } else {
-            // The share row's zero borders, written once per call: rows only write [0, Wo).
-            std::fill(b.sp, b.sp + front_, T(0));
-            std::fill(b.sp + front_ + Wo_, b.sp + front_ + std::max(Wo_, len_ + 2 * L), T(0));
-        }
-        for (index_t item = item_begin; item < item_end; ++item) {
-            if (flat_) {
-                plane_flat(b, grad_out + item * out_plane, grad_in + item * in_plane);
-            } else if (ring_) {
-                plane_ring(b, grad_out + item * out_plane, grad_in + item * in_plane);
-            } else {
-                plane(b, grad_out + item * out_plane, grad_in + item * in_plane);
-            }
-        }
+        init(b, grad_out);
+        for (index_t item = item_begin; item < item_end; ++item)
+            plane_rows(b, grad_out + item * out_plane, grad_in + item * in_plane, 0, outer_rows());
     }
 
     /// Outer input rows of a plane (every axis but the last): the units of run_rows.
@@ -212,13 +199,13 @@ public:
         return n;
     }
 
-    /// Outer input rows [r0, r1) of plane `item`, each row by itself: the few-plane split, so
-    /// that N = 1 with few channels uses every thread. Not for global plans.
+    /// Outer input rows [r0, r1) of plane `item` (the few-plane split, so that N = 1 with few
+    /// channels uses every thread), in the same order as run(): every row comes out
+    /// bit-identical to the whole-plane result. Not for global plans.
     void run_rows(const T* grad_out, T* grad_in, index_t item, index_t r0, index_t r1) const {
         buffers b;
-        std::fill(b.sp, b.sp + front_, T(0));
-        std::fill(b.sp + front_ + Wo_, b.sp + front_ + std::max(Wo_, len_ + 2 * L), T(0));
-        rows(b, grad_out + item * p_.output_spatial_volume(), grad_in + item * p_.input_spatial_volume(), r0, r1);
+        init(b, grad_out);
+        plane_rows(b, grad_out + item * p_.output_spatial_volume(), grad_in + item * p_.input_spatial_volume(), r0, r1);
     }
 
 private:
@@ -231,8 +218,31 @@ private:
         T factor[bw_max_rows];                    // and their outer divisor factors
         index_t outer_o[bw_max_rows];             // R = 3: the first axis's covering outputs
         index_t outer_f[bw_max_rows];             // and their factors
-        alignas(64) T ring[bw_ring];              // expanded output rows, slot o % cap
+        alignas(64) T ring[bw_ring + 2 * L];      // expanded output rows, slot o % cap
+        const T* go_end = nullptr;                // vector tails read output gradients below it
     };
+
+    // The zeros around the share rows, written once per call: rows only write their own Wo
+    // shares (and zeroed lanes past them), rows with no tap never.
+    void init(buffers& b, const T* grad_out) const {
+        b.go_end = grad_out + p_.input_shape[0] * p_.input_shape[1] * p_.output_spatial_volume();
+        if (flat_) {
+            std::fill(b.sp, b.sp + front_ + flat_rows_ * pitch_ + L, T(0));
+        } else {
+            std::fill(b.sp, b.sp + front_, T(0));
+            std::fill(b.sp + front_ + Wo_, b.sp + front_ + std::max(Wo_, len_ + 2 * L), T(0));
+        }
+    }
+
+    void plane_rows(buffers& b, const T* go, T* gi, index_t r0, index_t r1) const {
+        if (flat_) {
+            plane_flat(b, go, gi, r0, r1);
+        } else if (ring_) {
+            plane_ring(b, go, gi, r0, r1);
+        } else {
+            per_row(b, go, gi, r0, r1);
+        }
+    }
 
     // Every input of the plane takes the one output's share.
     void global(T g, T* dst, index_t n) const {
@@ -249,9 +259,13 @@ private:
         const window& cv = p_.covers(a)[x];
         const window* w = p_.axis(a);
         const index_t d = p_.geometry.dilations[a];
+        if (d == 1) {  // every output whose span reaches x taps it (and no idiv below)
+            for (index_t o = cv.first; o < cv.first + cv.count; ++o) fn(o, w[o].divisor);
+            return;
+        }
         for (index_t o = cv.first; o < cv.first + cv.count; ++o) {
             const index_t rel = x - w[o].first;
-            if (rel < 0 || (d != 1 && rel % d != 0) || rel / d >= w[o].count) continue;
+            if (rel < 0 || rel % d != 0 || rel / d >= w[o].count) continue;
             fn(o, w[o].divisor);
         }
     }
@@ -265,22 +279,21 @@ private:
         return c[x].first == c[x - 1].first && c[x].count == c[x - 1].count;
     }
 
-    void plane(buffers& b, const T* go, T* gi) const { rows(b, go, gi, 0, outer_rows()); }
-
-    // Input rows [r0, r1) of one plane, each by itself (outer rows: h for R = 2, z * H + h for
-    // R = 3; R = 1 has one). A row gathering the same outputs as the row before copies it,
-    // when that row is in the range.
-    void rows(buffers& b, const T* go, T* gi, index_t r0, index_t r1) const {
-        const pool_geometry<R>& g = p_.geometry;
+    // The walk every order shares: input rows [r0, r1) of one plane (outer rows: h for R = 2,
+    // z * H + h for R = 3; R = 1 has one), each from the outputs that tap it.
+    // - enter(x0): before the rows of first-axis input x0 (the ring expands what they need);
+    // - source(i, o0, f0, o1, f1): lists output row (o0, o1) (o1 = 0 for R = 2) with its outer
+    //   divisor factors as b.rows[i] (and b.factor[i]);
+    // - finish(dst, n): writes input row dst from the n rows listed.
+    // A row (a slab for R = 3) gathering the same outputs as the one before copies it when that
+    // one is in the range: its result would be the same bits.
+    template <class Enter, class Source, class Finish>
+    void walk(buffers& b, T* gi, index_t r0, index_t r1, Enter&& enter, Source&& source, Finish&& finish) const {
         const std::size_t row_bytes = static_cast<std::size_t>(W_) * sizeof(T);
         if constexpr (R == 1) {
-            (void)r0;
-            (void)r1;
-            (void)row_bytes;
-            (void)g;
-            b.rows[0] = go;
-            b.factor[0] = T(1);
-            row(b, 1, gi);
+            (void)r0, (void)r1, (void)row_bytes, (void)enter, (void)b;
+            source(0, 0, 1, 0, 1);
+            finish(gi, 1);
         } else if constexpr (R == 2) {
             for (index_t h = r0; h < r1; ++h) {
                 T* dst = gi + h * W_;
@@ -288,15 +301,13 @@ private:
                     std::memcpy(dst, dst - W_, row_bytes);
                     continue;
                 }
+                enter(h);
                 index_t n = 0;
-                taps(0, h, [&](index_t o, index_t f) {
-                    b.rows[n] = go + o * Wo_;
-                    b.factor[n++] = static_cast<T>(f);
-                });
-                row(b, n, dst);
+                taps(0, h, [&](index_t o, index_t f) { source(n++, o, f, 0, 1); });
+                finish(dst, n);
             }
         } else {
-            const index_t H = g.input[1], Ho = g.output[1], HW = H * W_;
+            const index_t H = p_.geometry.input[1], HW = H * W_;
             for (index_t z = r0 / H; z * H < r1; ++z) {
                 T* slab = gi + z * HW;
                 const index_t h0 = std::max<index_t>(r0 - z * H, 0), h1 = std::min<index_t>(r1 - z * H, H);
@@ -304,6 +315,7 @@ private:
                     std::memcpy(slab, slab - HW, row_bytes * static_cast<std::size_t>(H));
                     continue;
                 }
+                enter(z);
                 index_t nz = 0;
                 taps(0, z, [&](index_t o, index_t f) {
                     b.outer_o[nz] = o;
@@ -317,85 +329,106 @@ private:
                     }
                     index_t n = 0;
                     for (index_t i = 0; i < nz; ++i)
-                        taps(1, h, [&](index_t o, index_t f) {
-                            b.rows[n] = go + (b.outer_o[i] * Ho + o) * Wo_;
-                            // Exact: the product is at most max_divisor.
-                            b.factor[n++] = static_cast<T>(b.outer_f[i] * f);
-                        });
-                    row(b, n, dst);
+                        taps(1, h, [&](index_t o, index_t f) { source(n++, b.outer_o[i], b.outer_f[i], o, f); });
+                    finish(dst, n);
                 }
             }
         }
     }
 
+    // Per row (when the ring does not fit): each input row sums the output rows that tap it on
+    // the narrow output width, divides, and expands the result straight into the row.
+    void per_row(buffers& b, const T* go, T* gi, index_t r0, index_t r1) const {
+        const index_t Ho = R == 3 ? p_.geometry.output[1] : 1;
+        walk(
+            b, gi, r0, r1, [](index_t) {},
+            [&](index_t i, index_t o0, index_t f0, index_t o1, index_t f1) {
+                b.rows[i] = go + (o0 * Ho + o1) * Wo_;
+                b.factor[i] = static_cast<T>(f0 * f1);  // exact: the product is at most max_divisor
+            },
+            [&](T* dst, index_t n) { row(b, n, dst); });
+    }
+
     // One output-gradient row g with outer factor f, divided and expanded into input row dst.
     void expand(buffers& b, const T* g, T f, T* dst) const {
         T* sh = b.sp + front_;
-        shares(&g, &f, 1, sh);
+        shares(&g, &f, 1, sh, b.go_end);
         horizontal(b, sh, dst);
     }
 
     // dst[0, w) = the sum of the n expanded rows listed.
+    // The last partial vector is stored whole while it stays below dst_end: the lanes past w
+    // land in columns the caller fills or rows it writes later (the ring rows have room).
     template <int N>
-    static void sum_rows(const T* const* rows, index_t n, T* dst, index_t w) noexcept {
+    static void sum_rows(const T* const* rows, index_t n, T* dst, index_t w, const T* dst_end) noexcept {
         index_t x = 0;
         for (; x + L <= w; x += L) vsum<N>(rows, n, x).store(dst + x);
+        if (x < w && dst + x + L <= dst_end) {
+            vsum<N>(rows, n, x).store(dst + x);
+            return;
+        }
         for (; x < w; ++x) {
             T acc = rows[0][x];
             for (index_t i = 1; i < n; ++i) acc += rows[i][x];
             dst[x] = acc;
         }
     }
-    static void sum_rows(const T* const* rows, index_t n, T* dst, index_t w) noexcept {
+    static void sum_rows(const T* const* rows, index_t n, T* dst, index_t w, const T* dst_end) noexcept {
         switch (n) {
             case 0: std::fill(dst, dst + w, T(0)); break;  // no window taps this row
             case 1: std::memcpy(dst, rows[0], static_cast<std::size_t>(w) * sizeof(T)); break;
-            case 2: sum_rows<2>(rows, n, dst, w); break;
-            case 3: sum_rows<3>(rows, n, dst, w); break;
-            case 4: sum_rows<4>(rows, n, dst, w); break;
-            default: sum_rows<0>(rows, n, dst, w); break;
+            case 2: sum_rows<2>(rows, n, dst, w, dst_end); break;
+            case 3: sum_rows<3>(rows, n, dst, w, dst_end); break;
+            case 4: sum_rows<4>(rows, n, dst, w, dst_end); break;
+            default: sum_rows<0>(rows, n, dst, w, dst_end); break;
         }
     }
 
-    // The flat order: shares of every outer output row r at sp[front + r * pitch], expanded
-    // in one pass to exp[r * s * pitch + P] (padded position P of that row), then each input
-    // row sums the expanded rows that tap it (input column x is P = pb + x).
-    void plane_flat(buffers& b, const T* go, T* gi) const {
+    // The expanded-row orders' last step: input row dst sums its n listed expanded rows on
+    // `width` columns, zeros past them. The last partial vector may spill into later rows of
+    // the range (written after them), never past `end` (row r1).
+    void sum_expanded(buffers& b, T* dst, index_t n, index_t width, const T* end) const {
+        sum_rows(b.rows, n, dst, width, end);
+        std::fill(dst + width, dst + W_, T(0));
+    }
+
+    // The flat order: the shares of the outer output rows q that the range needs, at
+    // sp[front + q * pitch], expanded in one pass to exp[q * s * pitch + P] (padded position
+    // P of that row); each input row then sums the expanded rows that tap it (input column x
+    // is P = pb + x). Every lane is computed alone, so any range gives the same bits.
+    void plane_flat(buffers& b, const T* go, T* gi, index_t r0, index_t r1) const {
         const pool_geometry<R>& g = p_.geometry;
-        const std::size_t row_bytes = static_cast<std::size_t>(W_) * sizeof(T);
         const window* w0 = p_.axis(0);
         T* sh = b.sp + front_;
         T* exp = b.ring;
         const index_t epitch = s_ * pitch_;
-        if constexpr (R == 2) {
-            for (index_t oh = 0; oh < g.output[0]; ++oh) {
-                if (w0[oh].count == 0) continue;  // never gathered
-                const T* row = go + oh * Wo_;
-                const T f = static_cast<T>(w0[oh].divisor);
-                shares(&row, &f, 1, sh + oh * pitch_);
+        // Outer output rows [q0, q1) tap the range: the first axis's covering outputs (all of
+        // the second axis's for R = 3).
+        const index_t H = R == 3 ? g.input[1] : 1, Ho = R == 3 ? g.output[1] : 1;
+        const window& c0 = p_.covers(0)[r0 / H];
+        const window& c1 = p_.covers(0)[(r1 - 1) / H];
+        const index_t q0 = c0.first * Ho, q1 = std::max(c0.first, c1.first + c1.count) * Ho;
+        for (index_t q = q0; q < q1; ++q) {
+            const window& a0 = w0[q / Ho];
+            index_t f = a0.divisor;
+            if constexpr (R == 3) {
+                const window& a1 = p_.axis(1)[q % Ho];
+                if (a1.count == 0) continue;
+                f *= a1.divisor;  // exact: at most max_divisor
             }
-        } else if constexpr (R == 3) {
-            const window* w1 = p_.axis(1);
-            const index_t Ho = g.output[1];
-            for (index_t od = 0; od < g.output[0]; ++od) {
-                if (w0[od].count == 0) continue;
-                for (index_t oh = 0; oh < Ho; ++oh) {
-                    if (w1[oh].count == 0) continue;
-                    const T* row = go + (od * Ho + oh) * Wo_;
-                    const T f = static_cast<T>(w0[od].divisor * w1[oh].divisor);  // exact, <= max_divisor
-                    shares(&row, &f, 1, sh + (od * Ho + oh) * pitch_);
-                }
-            }
+            if (a0.count == 0) continue;  // never gathered
+            const T* row = go + q * Wo_;
+            const T ft = static_cast<T>(f);
+            shares(&row, &ft, 1, sh + q * pitch_, b.go_end);
         }
-        const index_t total = flat_rows_ * pitch_;
         if (s_ == 1) {
-            for (index_t P = 0; P < total; P += L) {
+            for (index_t P = q0 * pitch_; P < q1 * pitch_; P += L) {
                 V acc = V::load(sh + P);
                 for (index_t j = 1; j < k_; ++j) acc = acc + V::load(sh + P - j * d_);
                 acc.store(exp + P);
             }
         } else {
-            for (index_t m = 0; m < total; m += L) {
+            for (index_t m = q0 * pitch_; m < q1 * pitch_; m += L) {
                 V e, o;
                 phases(sh + m, e, o);
                 V lo, hi;
@@ -405,109 +438,44 @@ private:
             }
         }
         exp += pb_;
-        if constexpr (R == 2) {
-            for (index_t h = 0; h < g.input[0]; ++h) {
-                T* dst = gi + h * W_;
-                if (same_as_previous(0, h)) {
-                    std::memcpy(dst, dst - W_, row_bytes);
-                    continue;
-                }
-                index_t n = 0;
-                taps(0, h, [&](index_t o, index_t) { b.rows[n++] = exp + o * epitch; });
-                sum_rows(b.rows, n, dst, cols_);
-                std::fill(dst + cols_, dst + W_, T(0));
-            }
-        } else if constexpr (R == 3) {
-            const index_t H = g.input[1], Ho = g.output[1], HW = H * W_;
-            for (index_t z = 0; z < g.input[0]; ++z) {
-                T* slab = gi + z * HW;
-                if (same_as_previous(0, z)) {
-                    std::memcpy(slab, slab - HW, row_bytes * static_cast<std::size_t>(H));
-                    continue;
-                }
-                index_t nz = 0;
-                taps(0, z, [&](index_t o, index_t) { b.outer_o[nz++] = o; });
-                for (index_t h = 0; h < H; ++h) {
-                    T* dst = slab + h * W_;
-                    if (same_as_previous(1, h)) {
-                        std::memcpy(dst, dst - W_, row_bytes);
-                        continue;
-                    }
-                    index_t n = 0;
-                    for (index_t i = 0; i < nz; ++i) {
-                        const T* at = exp + b.outer_o[i] * Ho * epitch;
-                        taps(1, h, [&](index_t o, index_t) { b.rows[n++] = at + o * epitch; });
-                    }
-                    sum_rows(b.rows, n, dst, cols_);
-                    std::fill(dst + cols_, dst + W_, T(0));
-                }
-            }
-        } else {
-            (void)gi, (void)row_bytes, (void)epitch;  // R = 1: never flat
-        }
+        const T* const end = gi + r1 * W_;
+        walk(
+            b, gi, r0, r1, [](index_t) {},
+            [&](index_t i, index_t o0, index_t, index_t o1, index_t) { b.rows[i] = exp + (o0 * Ho + o1) * epitch; },
+            [&](T* dst, index_t n) { sum_expanded(b, dst, n, cols_, end); });
     }
 
-    // The ring order. Cover ranges only move forward along an axis, so the outputs of the
-    // current input row are the last ones expanded, and at most cap_ of them are live.
-    void plane_ring(buffers& b, const T* go, T* gi) const {
-        const pool_geometry<R>& g = p_.geometry;
-        const std::size_t row_bytes = static_cast<std::size_t>(W_) * sizeof(T);
+    // The ring order (the transpose of forward's order). Cover ranges only move forward along
+    // an axis, so the outputs of the current first-axis input are the last ones expanded, and
+    // at most cap_ of them are live: output o0's expanded rows sit in slot o0 % cap_.
+    void plane_ring(buffers& b, const T* go, T* gi, index_t r0, index_t r1) const {
         const window* w0 = p_.axis(0);
-        index_t next = 0;  // outputs of axis 0 below this are expanded (or never needed)
-        if constexpr (R == 2) {
-            for (index_t h = 0; h < g.input[0]; ++h) {
-                T* dst = gi + h * W_;
-                if (same_as_previous(0, h)) {
-                    std::memcpy(dst, dst - W_, row_bytes);
-                    continue;
-                }
-                const window& c = p_.covers(0)[h];
-                for (index_t o = std::max(next, c.first); o < c.first + c.count; ++o)
-                    if (w0[o].count > 0)  // a window with no tap is never gathered
-                        expand(b, go + o * Wo_, static_cast<T>(w0[o].divisor), b.ring + (o % cap_) * slot_);
-                next = std::max(next, c.first + c.count);
-                index_t n = 0;
-                taps(0, h, [&](index_t o, index_t) { b.rows[n++] = b.ring + (o % cap_) * slot_; });
-                sum_rows(b.rows, n, dst, W_);
-            }
-        } else if constexpr (R == 3) {
-            const index_t H = g.input[1], Ho = g.output[1], HW = H * W_;
-            const window* w1 = p_.axis(1);
-            for (index_t z = 0; z < g.input[0]; ++z) {
-                T* slab = gi + z * HW;
-                if (same_as_previous(0, z)) {
-                    std::memcpy(slab, slab - HW, row_bytes * static_cast<std::size_t>(H));
-                    continue;
-                }
-                const window& c = p_.covers(0)[z];
-                for (index_t od = std::max(next, c.first); od < c.first + c.count; ++od) {
-                    if (w0[od].count == 0) continue;
-                    T* at = b.ring + (od % cap_) * slot_;
-                    for (index_t oh = 0; oh < Ho; ++oh)
-                        if (w1[oh].count > 0)  // exact: the product is at most max_divisor
-                            expand(b, go + (od * Ho + oh) * Wo_, static_cast<T>(w0[od].divisor * w1[oh].divisor),
-                                   at + oh * W_);
+        const index_t Ho = R == 3 ? p_.geometry.output[1] : 1;
+        index_t next = 0;  // outputs of axis 0 below this are expanded (or not needed)
+        const T* const end = gi + r1 * W_;
+        walk(
+            b, gi, r0, r1,
+            [&](index_t x0) {
+                const window& c = p_.covers(0)[x0];
+                for (index_t o = std::max(next, c.first); o < c.first + c.count; ++o) {
+                    if (w0[o].count == 0) continue;  // a window with no tap is never gathered
+                    T* at = b.ring + (o % cap_) * slot_;
+                    if constexpr (R == 3) {
+                        const window* w1 = p_.axis(1);
+                        for (index_t oh = 0; oh < Ho; ++oh)
+                            if (w1[oh].count > 0)  // exact: the product is at most max_divisor
+                                expand(b, go + (o * Ho + oh) * Wo_, static_cast<T>(w0[o].divisor * w1[oh].divisor),
+                                       at + oh * W_);
+                    } else {
+                        expand(b, go + o * Wo_, static_cast<T>(w0[o].divisor), at);
+                    }
                 }
                 next = std::max(next, c.first + c.count);
-                index_t nz = 0;
-                taps(0, z, [&](index_t o, index_t) { b.outer_o[nz++] = o; });
-                for (index_t h = 0; h < H; ++h) {
-                    T* dst = slab + h * W_;
-                    if (same_as_previous(1, h)) {
-                        std::memcpy(dst, dst - W_, row_bytes);
-                        continue;
-                    }
-                    index_t n = 0;
-                    for (index_t i = 0; i < nz; ++i) {
-                        const T* at = b.ring + (b.outer_o[i] % cap_) * slot_;
-                        taps(1, h, [&](index_t o, index_t) { b.rows[n++] = at + o * W_; });
-                    }
-                    sum_rows(b.rows, n, dst, W_);
-                }
-            }
-        } else {
-            (void)b, (void)go, (void)gi, (void)g, (void)row_bytes, (void)w0, (void)next;  // R = 1: no ring
-        }
+            },
+            [&](index_t i, index_t o0, index_t, index_t o1, index_t) {
+                b.rows[i] = b.ring + (o0 % cap_) * slot_ + o1 * W_;
+            },
+            [&](T* dst, index_t n) { sum_expanded(b, dst, n, W_, end); });
     }
 
     void horizontal(buffers& b, const T* sh, T* dst) const noexcept {
@@ -525,7 +493,7 @@ private:
             return;
         }
         T* sh = b.sp + front_;
-        shares(b.rows, b.factor, n, sh);
+        shares(b.rows, b.factor, n, sh, b.go_end);
         horizontal(b, sh, dst);
     }
 
@@ -541,8 +509,11 @@ private:
         }
         return acc;
     }
+    // The last partial vector, when its reads stay below end, is one more vector with the
+    // lanes past Wo zeroed: they fall in the zero border (or, flat, the next row, written
+    // after), so narrow rows (Wo < L: small planes) need no scalar divisions.
     template <int N>
-    void shares_same(const T* const* rows, index_t n, T f, T* sh) const noexcept {
+    void shares_same(const T* const* rows, index_t n, T f, T* sh, const T* end) const noexcept {
         const V fv = V::splat(f);
         index_t u = 0;
         if (fixed_) {
@@ -550,22 +521,31 @@ private:
         } else {
             for (; u + L <= Wo_; u += L) (vsum<N>(rows, n, u) / (fv * V::load(bdiv_ + u))).store(sh + u);
         }
+        if (u == Wo_) return;
+        bool fits = true;
+        for (index_t i = 0; i < n; ++i) fits = fits && rows[i] + u + L <= end;
+        if (fits) {
+            const V acc = vsum<N>(rows, n, u);
+            const V q = fixed_ ? acc / fv : acc / (fv * V::load(bdiv_ + u));
+            q.bit_and(V::load(lane_mask_ + L - (Wo_ - u))).store(sh + u);
+            return;
+        }
         for (; u < Wo_; ++u) {
             T acc = rows[0][u];
             for (index_t i = 1; i < n; ++i) acc += rows[i][u];
             sh[u] = fixed_ ? acc / f : acc / (f * bdiv_[u]);
         }
     }
-    void shares(const T* const* rows, const T* factor, index_t n, T* sh) const noexcept {
+    void shares(const T* const* rows, const T* factor, index_t n, T* sh, const T* end) const noexcept {
         bool same = true;
         for (index_t i = 1; i < n; ++i) same = same && factor[i] == factor[0];
         if (fixed_ || same) {
             const T f = fixed_ ? override_ : factor[0];
             switch (n) {
-                case 1: shares_same<1>(rows, n, f, sh); break;
-                case 2: shares_same<2>(rows, n, f, sh); break;
-                case 3: shares_same<3>(rows, n, f, sh); break;
-                default: shares_same<0>(rows, n, f, sh); break;
+                case 1: shares_same<1>(rows, n, f, sh, end); break;
+                case 2: shares_same<2>(rows, n, f, sh, end); break;
+                case 3: shares_same<3>(rows, n, f, sh, end); break;
+                default: shares_same<0>(rows, n, f, sh, end); break;
             }
             return;
         }
@@ -581,6 +561,7 @@ private:
             for (index_t i = 1; i < n; ++i) acc += rows[i][u] / factor[i];
             sh[u] = acc / bdiv_[u];
         }
+        (void)end;
     }
 
     // Stores the 0 < m <= 2L values in v (lo, hi) that fall in dst[0, cols) from column x on.
@@ -669,6 +650,7 @@ private:
     index_t cap_ = 1, slot_ = 0, pitch_ = 0, flat_rows_ = 0;
     T override_ = T(1);
     const T* bdiv_ = nullptr;
+    T lane_mask_[2 * V::width];  // L lanes of all-ones bits, then L of zeros
 };
 
 }  // namespace detail
