@@ -248,19 +248,30 @@ void expect_fast_matches(const avgpool::pooling<R>& plan, std::mt19937_64& gen, 
         k.run(g.data(), got.data(), items / 2, items);
         compare(o == order::best ? "best" : o == order::ring ? "ring" : "per row");
         if (d.global) continue;  // a fill; no row split
-        // Row ranges (the few-plane split), last range first: a range that wrote into a later
-        // one would leave wrong values there.
+        // Row ranges (the few-plane split): each on its own sentinel-filled copy, which must
+        // change in that range's rows of that plane only.
         const index_t rows = k.outer_rows();
         const index_t a = std::uniform_int_distribution<index_t>(0, rows)(gen);
         const index_t b = std::uniform_int_distribution<index_t>(a, rows)(gen);
-        // Planes in reverse too, and a guard past the last one.
-        std::vector<T> guarded(n_in + 64, static_cast<T>(-7));
-        for (index_t item = items; item-- > 0;) {
-            for (auto range : {std::make_pair(b, rows), std::make_pair(a, b), std::make_pair(index_t(0), a)})
-                if (range.first < range.second) k.run_rows(g.data(), guarded.data(), item, range.first, range.second);
+        const std::size_t row_len = n_in / static_cast<std::size_t>(items * rows);
+        std::vector<T> one(n_in);
+        for (index_t item = 0; item < items; ++item) {
+            for (auto range : {std::make_pair(index_t(0), a), std::make_pair(a, b), std::make_pair(b, rows)}) {
+                if (range.first == range.second) continue;
+                std::fill(one.begin(), one.end(), static_cast<T>(-7));
+                k.run_rows(g.data(), one.data(), item, range.first, range.second);
+                const std::size_t lo = static_cast<std::size_t>(item * rows + range.first) * row_len;
+                const std::size_t hi = static_cast<std::size_t>(item * rows + range.second) * row_len;
+                for (std::size_t i = 0; i < n_in; ++i) {
+                    if (i >= lo && i < hi) {
+                        got[i] = one[i];
+                    } else {
+                        ASSERT_EQ(one[i], static_cast<T>(-7)) << "rows [" << range.first << ", " << range.second
+                                                            << ") of plane " << item << " wrote input " << i;
+                    }
+                }
+            }
         }
-        for (std::size_t i = n_in; i < guarded.size(); ++i) ASSERT_EQ(guarded[i], static_cast<T>(-7)) << "written past the end";
-        std::copy(guarded.begin(), guarded.begin() + static_cast<std::ptrdiff_t>(n_in), got.begin());
         compare(o == order::best ? "best, row ranges" : o == order::ring ? "ring, row ranges" : "per row, row ranges");
         // Bit-identical to the whole planes of the same order.
         std::vector<T> whole(n_in);
@@ -360,6 +371,48 @@ TEST(Backward, GlobalMatchesReference) {
     global_vs_reference<double, 2>(100);
     global_vs_reference<float, 3>(100);
     global_vs_reference<double, 3>(50);
+}
+
+// Windows covering every axis but the first whole (i3d's 2x7x7 on 8x7x7): the path that fills
+// each first-axis slice with one value. Any first-axis window, pads, every divisor type.
+template <class T, std::size_t R>
+void whole_inner_vs_reference(int cases) {
+    std::mt19937_64 gen(404 + R);
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    int whole = 0;
+    for (int c = 0; c < cases; ++c) {
+        avgpool::dims<R + 2> s{};
+        s[0] = 1;
+        s[1] = pick(1, 40);  // up to 40 planes: also the whole-plane (not row-split) calls
+        avgpool::pool_attrs<R> a;
+        s[2] = pick(1, 12);
+        a.kernel[0] = pick(1, 4);
+        a.strides[0] = pick(1, 3);
+        a.dilations[0] = pick(1, 2);
+        a.pads_begin[0] = pick(0, 1);
+        a.pads_end[0] = pick(0, 1);
+        for (std::size_t ax = 1; ax < R; ++ax) {
+            s[ax + 2] = pick(1, 9);
+            a.pads_begin[ax] = pick(0, 1);
+            a.pads_end[ax] = pick(0, 1);
+            a.kernel[ax] = s[ax + 2] + a.pads_begin[ax] + a.pads_end[ax];
+        }
+        a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
+        a.divisor_override = pick(0, 4) == 0 ? pick(1, 9) : 0;
+        auto plan = avgpool::pooling<R>::create(s, a);
+        if (!plan) continue;
+        SCOPED_TRACE(describe<R>(s, a, "case " + std::to_string(c)));
+        whole += plan->output_shape()[2] > 1;
+        expect_fast_matches<T, R>(*plan, gen, false);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+    EXPECT_GT(whole, cases / 2);
+}
+
+TEST(Backward, WholeInnerAxesMatchReference) {
+    whole_inner_vs_reference<float, 2>(60);
+    whole_inner_vs_reference<double, 3>(50);
+    whole_inner_vs_reference<float, 3>(60);
 }
 
 // Adaptive plans (windows of any start and length; upsampling gathers many outputs per

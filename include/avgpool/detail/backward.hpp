@@ -177,6 +177,15 @@ public:
             flat_ = order == backward_order::best && mode_ != hmode::scatter && rows * pitch_ + L <= 2 * cf_buffer + 3 * L - front_ &&
                     rows * s_ * pitch_ + 2 * L <= bw_ring;
             flat_rows_ = rows;
+            // Windows covering every axis but the first whole (i3d's 2x7x7 on 8x7x7): an
+            // input slice takes one value, the sum of its covering outputs' shares.
+            whole_ = order == backward_order::best;
+            inner_div_ = 1;
+            for (std::size_t a = 1; a < R; ++a) {
+                const window& w = p.axis(a)[0];
+                whole_ = whole_ && g.output[a] == 1 && w.first == 0 && w.count == g.input[a];
+                if (a + 1 < R) inner_div_ *= w.divisor;
+            }
         }
     }
 
@@ -235,7 +244,9 @@ private:
     }
 
     void plane_rows(buffers& b, const T* go, T* gi, index_t r0, index_t r1) const {
-        if (flat_) {
+        if (whole_) {
+            plane_whole(go, gi, r0, r1);
+        } else if (flat_) {
             plane_flat(b, go, gi, r0, r1);
         } else if (ring_) {
             plane_ring(b, go, gi, r0, r1);
@@ -250,7 +261,15 @@ private:
         for (std::size_t a = 0; a < R; ++a) w[a] = p_.axis(a);
         bool empty = false;
         const double div = window_divisor<R>(p_, w, empty);
-        std::fill(dst, dst + n, empty ? T(0) : static_cast<T>(static_cast<double>(g) / div));
+        fill(dst, n, empty ? T(0) : static_cast<T>(static_cast<double>(g) / div));
+    }
+
+    // dst[0, n) = v in whole vectors (std::fill of a float is a scalar loop at -O2).
+    static void fill(T* dst, index_t n, T v) noexcept {
+        const V vv = V::splat(v);
+        index_t i = 0;
+        for (; i + L <= n; i += L) vv.store(dst + i);
+        for (; i < n; ++i) dst[i] = v;
     }
 
     // Calls fn(o, divisor factor) for each output of outer axis a with a tap at input x.
@@ -381,6 +400,20 @@ private:
             case 3: sum_rows<3>(rows, n, dst, w, dst_end); break;
             case 4: sum_rows<4>(rows, n, dst, w, dst_end); break;
             default: sum_rows<0>(rows, n, dst, w, dst_end); break;
+        }
+    }
+
+    // Whole inner axes: outer rows [r0, r1) (rows_per of them per first-axis input x0) are
+    // filled with x0's sum of shares, each divided as shares() divides.
+    void plane_whole(const T* go, T* gi, index_t r0, index_t r1) const {
+        const index_t rows_per = outer_rows() / p_.geometry.input[0];
+        for (index_t x0 = r0 / rows_per; x0 * rows_per < r1; ++x0) {
+            T v = T(0);
+            taps(0, x0, [&](index_t o, index_t f) {
+                v += fixed_ ? go[o] / override_ : go[o] / (static_cast<T>(f * inner_div_) * bdiv_[0]);
+            });
+            const index_t a = std::max(r0, x0 * rows_per), e = std::min(r1, (x0 + 1) * rows_per);
+            fill(gi + a * W_, (e - a) * W_, v);
         }
     }
 
@@ -646,7 +679,8 @@ private:
     const plan_data<R>& p_;
     index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, len_ = 0, cols_ = 0, front_ = 0;
     hmode mode_ = hmode::scatter;
-    bool fixed_ = false, ring_ = false, flat_ = false;
+    bool fixed_ = false, ring_ = false, flat_ = false, whole_ = false;
+    index_t inner_div_ = 1;  // whole_: the divisors of the axes between the first and the last
     index_t cap_ = 1, slot_ = 0, pitch_ = 0, flat_rows_ = 0;
     T override_ = T(1);
     const T* bdiv_ = nullptr;
