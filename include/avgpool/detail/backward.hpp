@@ -15,6 +15,8 @@
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "kernel_cf.hpp"
 #include "plan.hpp"
@@ -186,6 +188,7 @@ public:
                 whole_ = whole_ && g.output[a] == 1 && w.first == 0 && w.count == g.input[a];
                 if (a + 1 < R) inner_div_ *= w.divisor;
             }
+            if (!whole_ && !p.global) build_rows();
         }
     }
 
@@ -225,8 +228,6 @@ private:
         alignas(64) T hb[cf_buffer + 2 * L];      // the scatter path's padded input row
         const T* rows[bw_max_rows];               // the output rows an input row gathers
         T factor[bw_max_rows];                    // and their outer divisor factors
-        index_t outer_o[bw_max_rows];             // R = 3: the first axis's covering outputs
-        index_t outer_f[bw_max_rows];             // and their factors
         alignas(64) T ring[bw_ring + 2 * L];      // expanded output rows, slot o % cap
         const T* go_end = nullptr;                // vector tails read output gradients below it
     };
@@ -299,57 +300,63 @@ private:
     }
 
     // The walk every order shares: input rows [r0, r1) of one plane (outer rows: h for R = 2,
-    // z * H + h for R = 3; R = 1 has one), each from the outputs that tap it.
-    // - enter(x0): before the rows of first-axis input x0 (the ring expands what they need);
-    // - source(i, o0, f0, o1, f1): lists output row (o0, o1) (o1 = 0 for R = 2) with its outer
-    //   divisor factors as b.rows[i] (and b.factor[i]);
+    // z * H + h for R = 3; R = 1 has one), each from the outputs that tap it, as listed in
+    // rows_ / taps_ (built once per kernel, so the walk reads no window tables).
+    // - enter(x0): before the first computed row of first-axis input x0 (the ring expands
+    //   what its rows need);
+    // - source(i, tap): lists output row tap.q = o0 * Ho + o1 with its outer divisor factor as
+    //   b.rows[i] (and b.factor[i]);
     // - finish(dst, n): writes input row dst from the n rows listed.
-    // A row (a slab for R = 3) gathering the same outputs as the one before copies it when that
-    // one is in the range: its result would be the same bits.
+    // A row gathering the same outputs as an earlier row of the range copies it: its result
+    // would be the same bits.
     template <class Enter, class Source, class Finish>
-    void walk(buffers& b, T* gi, index_t r0, index_t r1, Enter&& enter, Source&& source, Finish&& finish) const {
-        const std::size_t row_bytes = static_cast<std::size_t>(W_) * sizeof(T);
+    void walk(T* gi, index_t r0, index_t r1, Enter&& enter, Source&& source, Finish&& finish) const {
         if constexpr (R == 1) {
-            (void)r0, (void)r1, (void)row_bytes, (void)enter, (void)b;
-            source(0, 0, 1, 0, 1);
+            (void)r0, (void)r1, (void)enter;
+            source(0, outer_tap{0, 0, T(1)});
             finish(gi, 1);
-        } else if constexpr (R == 2) {
-            for (index_t h = r0; h < r1; ++h) {
-                T* dst = gi + h * W_;
-                if (h > r0 && same_as_previous(0, h)) {
-                    std::memcpy(dst, dst - W_, row_bytes);
-                    continue;
-                }
-                enter(h);
-                index_t n = 0;
-                taps(0, h, [&](index_t o, index_t f) { source(n++, o, f, 0, 1); });
-                finish(dst, n);
-            }
         } else {
-            const index_t H = p_.geometry.input[1], HW = H * W_;
-            for (index_t z = r0 / H; z * H < r1; ++z) {
-                T* slab = gi + z * HW;
-                const index_t h0 = std::max<index_t>(r0 - z * H, 0), h1 = std::min<index_t>(r1 - z * H, H);
-                if (h0 == 0 && h1 == H && (z - 1) * H >= r0 && same_as_previous(0, z)) {
-                    std::memcpy(slab, slab - HW, row_bytes * static_cast<std::size_t>(H));
-                    continue;
+            const std::size_t row_bytes = static_cast<std::size_t>(W_) * sizeof(T);
+            const index_t per = outer_rows() / p_.geometry.input[0];  // rows per first-axis input
+            index_t x0 = r0 / per, h = r0 % per, entered = -1;
+            for (index_t r = r0; r < r1; ++r) {
+                T* dst = gi + r * W_;
+                const outer_row& t = rows_[static_cast<std::size_t>(r)];
+                if (t.copy >= r0) {
+                    std::memcpy(dst, gi + t.copy * W_, row_bytes);
+                } else {
+                    if (x0 != entered) enter(entered = x0);
+                    for (index_t i = 0; i < t.n; ++i) source(i, taps_[static_cast<std::size_t>(t.first + i)]);
+                    finish(dst, t.n);
                 }
-                enter(z);
-                index_t nz = 0;
-                taps(0, z, [&](index_t o, index_t f) {
-                    b.outer_o[nz] = o;
-                    b.outer_f[nz++] = f;
-                });
-                for (index_t h = h0; h < h1; ++h) {
-                    T* dst = slab + h * W_;
-                    if (h > h0 && same_as_previous(1, h)) {
-                        std::memcpy(dst, dst - W_, row_bytes);
-                        continue;
-                    }
-                    index_t n = 0;
-                    for (index_t i = 0; i < nz; ++i)
-                        taps(1, h, [&](index_t o, index_t f) { source(n++, b.outer_o[i], b.outer_f[i], o, f); });
-                    finish(dst, n);
+                if (++h == per) h = 0, ++x0;
+            }
+        }
+    }
+
+    // rows_ / taps_: for each outer input row, the outer output rows that tap it (first-axis
+    // outputs outer, as the cover tables order them) and an earlier row with the same ones.
+    void build_rows() {
+        const pool_geometry<R>& g = p_.geometry;
+        if constexpr (R == 2) {
+            for (index_t x = 0; x < g.input[0]; ++x) {
+                const index_t first = static_cast<index_t>(taps_.size());
+                taps(0, x, [&](index_t o, index_t f) { taps_.push_back({o, o, static_cast<T>(f)}); });
+                rows_.push_back({first, static_cast<index_t>(taps_.size()) - first, same_as_previous(0, x) ? x - 1 : -1});
+            }
+        } else if constexpr (R == 3) {
+            const index_t H = g.input[1], Ho = g.output[1];
+            std::vector<std::pair<index_t, index_t>> zs;  // first-axis outputs and divisors
+            for (index_t z = 0; z < g.input[0]; ++z) {
+                zs.clear();
+                taps(0, z, [&](index_t o, index_t f) { zs.emplace_back(o, f); });
+                const bool same_z = same_as_previous(0, z);
+                for (index_t y = 0; y < H; ++y) {
+                    const index_t first = static_cast<index_t>(taps_.size()), r = z * H + y;
+                    for (const auto& t : zs)  // exact: the products are at most max_divisor
+                        taps(1, y, [&](index_t o, index_t f) { taps_.push_back({t.first, t.first * Ho + o, static_cast<T>(t.second * f)}); });
+                    const index_t copy = same_as_previous(1, y) ? r - 1 : same_z ? r - H : -1;
+                    rows_.push_back({first, static_cast<index_t>(taps_.size()) - first, copy});
                 }
             }
         }
@@ -358,12 +365,11 @@ private:
     // Per row (when the ring does not fit): each input row sums the output rows that tap it on
     // the narrow output width, divides, and expands the result straight into the row.
     void per_row(buffers& b, const T* go, T* gi, index_t r0, index_t r1) const {
-        const index_t Ho = R == 3 ? p_.geometry.output[1] : 1;
         walk(
-            b, gi, r0, r1, [](index_t) {},
-            [&](index_t i, index_t o0, index_t f0, index_t o1, index_t f1) {
-                b.rows[i] = go + (o0 * Ho + o1) * Wo_;
-                b.factor[i] = static_cast<T>(f0 * f1);  // exact: the product is at most max_divisor
+            gi, r0, r1, [](index_t) {},
+            [&](index_t i, const outer_tap& t) {
+                b.rows[i] = go + t.q * Wo_;
+                b.factor[i] = t.factor;
             },
             [&](T* dst, index_t n) { row(b, n, dst); });
     }
@@ -473,8 +479,7 @@ private:
         exp += pb_;
         const T* const end = gi + r1 * W_;
         walk(
-            b, gi, r0, r1, [](index_t) {},
-            [&](index_t i, index_t o0, index_t, index_t o1, index_t) { b.rows[i] = exp + (o0 * Ho + o1) * epitch; },
+            gi, r0, r1, [](index_t) {}, [&](index_t i, const outer_tap& t) { b.rows[i] = exp + t.q * epitch; },
             [&](T* dst, index_t n) { sum_expanded(b, dst, n, cols_, end); });
     }
 
@@ -487,7 +492,7 @@ private:
         index_t next = 0;  // outputs of axis 0 below this are expanded (or not needed)
         const T* const end = gi + r1 * W_;
         walk(
-            b, gi, r0, r1,
+            gi, r0, r1,
             [&](index_t x0) {
                 const window& c = p_.covers(0)[x0];
                 for (index_t o = std::max(next, c.first); o < c.first + c.count; ++o) {
@@ -505,9 +510,7 @@ private:
                 }
                 next = std::max(next, c.first + c.count);
             },
-            [&](index_t i, index_t o0, index_t, index_t o1, index_t) {
-                b.rows[i] = b.ring + (o0 % cap_) * slot_ + o1 * W_;
-            },
+            [&](index_t i, const outer_tap& t) { b.rows[i] = b.ring + (t.o0 % cap_) * slot_ + (t.q - t.o0 * Ho) * W_; },
             [&](T* dst, index_t n) { sum_expanded(b, dst, n, W_, end); });
     }
 
@@ -679,6 +682,16 @@ private:
     const plan_data<R>& p_;
     index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, len_ = 0, cols_ = 0, front_ = 0;
     hmode mode_ = hmode::scatter;
+    struct outer_tap {
+        index_t o0, q;  // the first-axis output and the outer output row (o0 * Ho + o1)
+        T factor;       // the outer axes' divisors, multiplied
+    };
+    struct outer_row {
+        index_t first, n;  // taps_[first, first + n)
+        index_t copy;      // an earlier row with the same taps, or -1
+    };
+    std::vector<outer_tap> taps_;
+    std::vector<outer_row> rows_;
     bool fixed_ = false, ring_ = false, flat_ = false, whole_ = false;
     index_t inner_div_ = 1;  // whole_: the divisors of the axes between the first and the last
     index_t cap_ = 1, slot_ = 0, pitch_ = 0, flat_rows_ = 0;
