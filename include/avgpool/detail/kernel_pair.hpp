@@ -100,6 +100,7 @@ public:
     /// each window; rows and columns no window reaches (odd extents) get 0.
     void run_backward(const T* grad_out, T* grad_in, index_t item_begin, index_t item_end) const {
         const V sc = V::splat(bscale_);
+        const T* const g_end = grad_out + p_.input_shape[0] * p_.input_shape[1] * Ho_ * Wo_;
         for (index_t item = item_begin; item < item_end; ++item) {
             T* plane = grad_in + item * H_ * W_;
             for (index_t r = 0; r < Ho_; ++r) {
@@ -115,6 +116,19 @@ public:
                     hi.store(top + 2 * u + L);
                     lo.store(bot + 2 * u);
                     hi.store(bot + 2 * u + L);
+                }
+                // Narrow rows (Wo < L): one vector, while its reads stay in grad_out and its
+                // writes in the plane; the lanes past 2 Wo land in columns and rows written
+                // after it (top's in bot, bot's in the next rows).
+                if (Wo_ < L && g + L <= g_end && bot + 2 * L <= plane + H_ * W_) {
+                    const V v = V::load(g + u) * sc;
+                    V lo, hi;
+                    interleave2(v, v, lo, hi);
+                    lo.store(top + 2 * u);
+                    hi.store(top + 2 * u + L);
+                    lo.store(bot + 2 * u);
+                    hi.store(bot + 2 * u + L);
+                    u = Wo_;
                 }
                 for (; u < Wo_; ++u) {
                     const T v = g[u] * bscale_;
