@@ -401,7 +401,7 @@ private:
     static void sum_rows(const T* const* rows, index_t n, T* dst, index_t w, const T* dst_end) noexcept {
         switch (n) {
             case 0: std::fill(dst, dst + w, T(0)); break;  // no window taps this row
-            case 1: std::memcpy(dst, rows[0], static_cast<std::size_t>(w) * sizeof(T)); break;
+            case 1: sum_rows<1>(rows, n, dst, w, dst_end); break;  // a copy, inline (rows are short)
             case 2: sum_rows<2>(rows, n, dst, w, dst_end); break;
             case 3: sum_rows<3>(rows, n, dst, w, dst_end); break;
             case 4: sum_rows<4>(rows, n, dst, w, dst_end); break;
