@@ -107,8 +107,8 @@ public:
                 const T* g = grad_out + (item * Ho_ + r) * Wo_;
                 T* top = plane + 2 * r * W_;
                 T* bot = top + W_;
-                index_t u = 0;
-                for (; u + L <= Wo_; u += L) {
+                // L shares (from output column u) onto 2L columns of both rows.
+                auto put = [&](index_t u) {
                     const V v = V::load(g + u) * sc;
                     V lo, hi;
                     interleave2(v, v, lo, hi);
@@ -116,18 +116,14 @@ public:
                     hi.store(top + 2 * u + L);
                     lo.store(bot + 2 * u);
                     hi.store(bot + 2 * u + L);
-                }
+                };
+                index_t u = 0;
+                for (; u + L <= Wo_; u += L) put(u);
                 // Narrow rows (Wo < L): one vector, while its reads stay in grad_out and its
                 // writes in the plane; the lanes past 2 Wo land in columns and rows written
                 // after it (top's in bot, bot's in the next rows).
                 if (Wo_ < L && g + L <= g_end && bot + 2 * L <= plane + H_ * W_) {
-                    const V v = V::load(g + u) * sc;
-                    V lo, hi;
-                    interleave2(v, v, lo, hi);
-                    lo.store(top + 2 * u);
-                    hi.store(top + 2 * u + L);
-                    lo.store(bot + 2 * u);
-                    hi.store(bot + 2 * u + L);
+                    put(0);
                     u = Wo_;
                 }
                 for (; u < Wo_; ++u) {
