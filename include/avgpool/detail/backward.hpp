@@ -181,13 +181,8 @@ public:
             flat_rows_ = rows;
             // Windows covering every axis but the first whole (i3d's 2x7x7 on 8x7x7): an
             // input slice takes one value, the sum of its covering outputs' shares.
-            whole_ = order == backward_order::best;
-            inner_div_ = 1;
-            for (std::size_t a = 1; a < R; ++a) {
-                const window& w = p.axis(a)[0];
-                whole_ = whole_ && g.output[a] == 1 && w.first == 0 && w.count == g.input[a];
-                if (a + 1 < R) inner_div_ *= w.divisor;
-            }
+            whole_ = order == backward_order::best && inner_axes_whole<R>(p);
+            for (std::size_t a = 1; a + 1 < R; ++a) inner_div_ *= p.axis(a)[0].divisor;
             if (!whole_ && !p.global) build_rows();
         }
     }

@@ -51,6 +51,18 @@ bool outer_rows_fit(const pool_geometry<R>& g) noexcept {
     return true;
 }
 
+/// Whether the windows cover every axis but the first whole (one output there, reading every
+/// input: i3d's 2x7x7 on 8x7x7 slices). Forward and backward both take a slice-wise path then.
+template <std::size_t R>
+bool inner_axes_whole(const plan_data<R>& p) noexcept {
+    if (R < 2) return false;
+    for (std::size_t a = 1; a < R; ++a) {
+        const window& w = p.axis(a)[0];
+        if (p.geometry.output[a] != 1 || w.first != 0 || w.count != p.geometry.input[a]) return false;
+    }
+    return true;
+}
+
 /// Whether the fast channels-first kernel covers this plan for element type T.
 template <class T, std::size_t R>
 bool cf_applicable(const plan_data<R>& p) noexcept {
@@ -173,15 +185,7 @@ public:
         hpass_ = pick_hpass();
         // Windows covering every axis but the first whole, first axis undilated: each output
         // row is one output summing a contiguous run of whole slices (see contiguous_row).
-        if (R >= 2 && !p.adaptive && g.dilations[0] == 1) {
-            index_t inner = 1;
-            for (std::size_t a = 1; a < R; ++a) {
-                const window& w = p.axis(a)[0];
-                if (g.output[a] != 1 || w.first != 0 || w.count != g.input[a]) return;
-                inner *= g.input[a];
-            }
-            contig_inner_ = inner;
-        }
+        if (!p.adaptive && g.dilations[0] == 1 && inner_axes_whole<R>(p)) contig_inner_ = p.input_spatial_volume() / g.input[0];
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
