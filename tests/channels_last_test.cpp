@@ -10,6 +10,7 @@
 
 #include "support/geometry.hpp"
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -220,6 +221,37 @@ TEST(ChannelsLast, GlobalAndWideShapes) {
             }
         }
     }
+}
+
+// The global path: C >= one vector, any number of input rows (more than the row path's list
+// of 1024), last axes longer and shorter than one pass of positions, channel blocks with the
+// last block shifted back, C not a multiple of the vector width; every rank, both types.
+TEST(ChannelsLast, GlobalPathAnyExtent) {
+    std::mt19937_64 gen(29);
+    auto check = [&](auto shape, const std::string& t) {
+        constexpr std::size_t R = std::tuple_size<decltype(shape)>::value - 2;
+        avgpool::pool_attrs<R> a;
+        for (std::size_t ax = 0; ax < R; ++ax) a.kernel[ax] = shape[ax + 2];
+        for (auto div : {avgpool::divisor_type::exclude_pad, avgpool::divisor_type::include_pad}) {
+            a.divisor = div;
+            a.divisor_override = div == avgpool::divisor_type::include_pad ? 7 : 0;
+            auto plan = avgpool::pooling<R>::create(shape, a, avgpool::layout::channels_last);
+            ASSERT_TRUE(plan.ok()) << t;
+            const auto& d = avgpool::detail::plan_access::data(*plan);
+            ASSERT_TRUE(d.global) << t;
+            ASSERT_TRUE((avgpool::detail::cl_applicable<float, R>(d))) << t;
+            ASSERT_TRUE((avgpool::detail::cl_applicable<double, R>(d))) << t;
+            EXPECT_TRUE((compare_plan<float, R>(*plan, gen, t))) << t;
+            EXPECT_TRUE((compare_plan<double, R>(*plan, gen, t))) << t;
+        }
+    };
+    check(avgpool::dims<3>{2, 9, 1500}, "1-D W 1500");
+    check(avgpool::dims<3>{1, 2051, 9}, "1-D C 2051");
+    check(avgpool::dims<4>{1, 9, 1100, 3}, "2-D 1100 rows");
+    check(avgpool::dims<4>{2, 2051, 3, 17}, "2-D C 2051");
+    check(avgpool::dims<4>{1, 16, 1, 8}, "2-D one pass");
+    check(avgpool::dims<5>{1, 1030, 3, 2, 5}, "3-D C 1030");
+    check(avgpool::dims<5>{1, 12, 40, 30, 2}, "3-D 1200 rows");
 }
 
 // Long kernels at stride 1 (the block-sum path: suffix of one block plus prefix of the next)

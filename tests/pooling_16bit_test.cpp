@@ -260,6 +260,44 @@ void channel_block_suite() {
     }
 }
 
+// A global pool with more input rows than the row path lists (the float kernel's global path
+// covers it only with a whole vector of channels): blocks of 32 channels and a last block of
+// one. The staged path must decline when that last block is narrower than a vector, and be
+// right when it runs.
+template <class H>
+void tall_global_blocks() {
+    std::mt19937_64 gen(sizeof(H) * 7 + 1);
+    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+    avgpool::pool_attrs<2> a;
+    a.kernel = {1030, 2};
+    auto plan = avgpool::pooling<2>::create({1, 33, 1030, 2}, a, avgpool::layout::channels_last);
+    ASSERT_TRUE(plan.ok());
+    const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), n_out = 33;
+    std::vector<H> x(n_in), y(n_out, H(1e4f)), y1(n_out, H(1e4f));
+    std::vector<double> xd(n_in), xa(n_in), exact(n_out), scale(n_out);
+    for (std::size_t i = 0; i < n_in; ++i) {
+        x[i] = H(dist(gen));
+        xd[i] = static_cast<float>(x[i]);
+        xa[i] = std::fabs(xd[i]);
+    }
+    ASSERT_TRUE(plan->forward(xd.data(), exact.data()).ok());
+    ASSERT_TRUE(plan->forward(xa.data(), scale.data()).ok());
+    avgpool::sequential seq;
+    const bool ran = avgpool::detail::plan_access::staged_cl_blocks(*plan, x.data(), y.data(),
+                                                                    avgpool::detail::pool_op::average, seq, 32 * 2061);
+    EXPECT_EQ(ran, avgpool::detail::vec<float>::width == 1);
+    if (ran) {
+        expect_within_bound(*plan, y, exact, scale, 1032.0, "staged blocks");
+    } else {
+        for (const H& v : y) EXPECT_EQ(static_cast<float>(v), static_cast<float>(H(1e4f))) << "declined, yet wrote";
+    }
+    ASSERT_TRUE(plan->forward(x.data(), y1.data()).ok());  // whole image staged (under the limit)
+    expect_within_bound(*plan, y1, exact, scale, 1032.0, "forward");
+}
+
+TEST(SixteenBit, TallGlobalBlocksFloat16) { tall_global_blocks<avgpool::float16>(); }
+TEST(SixteenBit, TallGlobalBlocksBFloat16) { tall_global_blocks<avgpool::bfloat16>(); }
+
 TEST(SixteenBit, ChannelBlocksFloat16) { channel_block_suite<avgpool::float16>(); }
 TEST(SixteenBit, ChannelBlocksBFloat16) { channel_block_suite<avgpool::bfloat16>(); }
 

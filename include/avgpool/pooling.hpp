@@ -558,6 +558,8 @@ private:
             full = tail = d_;
             full.input_shape[1] = full.output_shape[1] = cb;
             tail.input_shape[1] = tail.output_shape[1] = C % cb == 0 ? cb : C % cb;
+            // A global plan is covered for any extents only with a whole vector of channels.
+            if (!detail::cl_applicable<float, R>(tail)) return false;
         }
         const detail::cl_kernel<float, R> kfull(cb < C ? full : d_, op), ktail(cb < C ? tail : d_, op);
         const index_t blocks = (C + cb - 1) / cb;

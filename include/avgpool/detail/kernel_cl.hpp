@@ -162,9 +162,10 @@ bool cl_applicable(const plan_data<R>& p) noexcept {
     if (R > 3 || p.memory_layout != layout::channels_last) return false;
     // Divisors are formed in T: they must be exact integers there.
     if (p.max_divisor > exact_integer_limit<T>()) return false;
+    constexpr index_t L = static_cast<index_t>(vec<T>::width);
+    if (p.global && p.input_shape[1] >= L) return true;  // the global path: any extents
     const cl_extent e = cl_measure<R>(p);
     if (!e.fits_rows) return false;
-    constexpr index_t L = static_cast<index_t>(vec<T>::width);
     return cl_choose_blocking(p.input_shape[1], e.span_all, e.max_span, L, cl_capacity<T>()).ok;
 }
 
@@ -189,7 +190,8 @@ public:
         for (std::size_t a = 0; a + 1 < R; ++a) rows_per_n_ *= g.output[a];
         in_n_ = p.input_spatial_volume() * C_;
         const cl_extent e = cl_measure<R>(p);
-        cb_ = cl_choose_blocking(C_, e.span_all, e.max_span, L, cap).cb;
+        const cl_blocking blk = cl_choose_blocking(C_, e.span_all, e.max_span, L, cap);
+        cb_ = blk.ok ? blk.cb : C_;  // not ok: a global plan, which never uses the row path
         blocks_ = cb_ == C_ ? 1 : (C_ + cb_ - 1) / cb_;
         last_ = p.axis(R - 1);
         last_div_ = p.template last_divisor<T>();
@@ -202,6 +204,17 @@ public:
             rcb_ = nb == 1 ? C_ : std::min(C_, ((C_ + nb - 1) / nb + L - 1) / L * L);
         }
         fused_ = pick_fused();
+        global_ = p.global && C_ >= L;
+        if (global_) {
+            double outer = 1.0;
+            for (std::size_t a = 0; a + 1 < R; ++a) outer *= static_cast<double>(p.axis(a)[0].divisor);
+            const bool override_div = p.divisor_override > 0;
+            global_div_ = override_div ? static_cast<T>(p.divisor_override) : static_cast<T>(outer) * last_div_[0];
+            // R + 1 rows of partial sums in the buffer: blocks of whole vectors, balanced.
+            const index_t most = std::max<index_t>(L, (cap / static_cast<index_t>(R + 1)) / L * L - L);
+            const index_t nb = (C_ + most - 1) / most;
+            global_cb_ = nb == 1 ? C_ : std::min(C_, ((C_ + nb - 1) / nb + L - 1) / L * L);
+        }
     }
 
     /// Output rows of the whole batch: the executor's work items.
@@ -213,6 +226,10 @@ public:
         const T* rows[cl_max_outer_rows];
         const pool_geometry<R>& g = p_.geometry;
         const index_t WC = W_ * C_;
+        if (global_) {
+            for (index_t item = item_begin; item < item_end; ++item) global(b, in + item * in_n_, out + item * C_);
+            return;
+        }
         for (index_t item = item_begin; item < item_end; ++item) {
             const index_t n = item / rows_per_n_, r = item % rows_per_n_;
             const T* src = in + n * in_n_;
@@ -653,6 +670,80 @@ private:
         }
     }
 
+    // Global pools with C >= one vector: the input is read once, in memory order, with the
+    // sums nested per axis as in the row path (the sum over the first axis of the sums over
+    // the next ...), their partial sums in L1-resident rows of the buffer. The last axis is
+    // summed in passes of up to global_pass positions, each pass one load per position and
+    // vector, so a short axis (7 positions) is one pass straight into the row above it.
+    // Channel blocks (when R + 1 rows of partial sums do not fit the buffer) are read as
+    // contiguous pieces. Vector v of a block reads channels min(v L, cb - L) .. + L - 1 (the
+    // last shifted back to end at cb) but owns slot v L of every row of partial sums, so that
+    // overlapping lanes are summed twice, separately, to the same values. There is no
+    // outer-row list, so any number of input rows is fine.
+    static constexpr index_t global_pass = 8;
+
+    void global(buffers& b, const T* src, T* dst) const {
+        const index_t cb = global_cb_, nv = (cb + L - 1) / L;
+        const bool average = op_ == pool_op::average;
+        const quotient_by dv(average ? global_div_ : T(1));
+        for (index_t c0 = 0;; c0 += cb) {
+            c0 = std::min(c0, C_ - cb);
+            global_level<0>(b.buf, src + c0, nv, cb, b.buf, true);
+            for (index_t v = 0; v < nv; ++v) {
+                const V a = V::load(b.buf + v * L);
+                (average ? dv(a) : a).store(dst + c0 + std::min(v * L, cb - L));
+            }
+            if (c0 + cb >= C_) break;
+        }
+    }
+
+    // out = (first ? 0 : out) + the nested sum over spatial axes A .. R - 1 of the block at p.
+    // Row k of the partial sums is at sums + k nv L: row 0 the result, row A + 1 axis A's own.
+    template <std::size_t A>
+    void global_level(T* sums, const T* p, index_t nv, index_t cb, T* out, bool first) const noexcept {
+        T* own = sums + static_cast<index_t>(A + 1) * nv * L;
+        const index_t n = p_.geometry.input[A];
+        if constexpr (A + 1 == R) {
+            for (index_t i = 0; i < n; i += global_pass) {
+                const index_t m = std::min(global_pass, n - i);
+                const bool last = i + m == n;
+                const T* q = p + i * C_;
+                if (i == 0) {
+                    if (!last) global_pass_sum<false, 0>(q, m, nv, cb, own);
+                    else if (first) global_pass_sum<false, 1>(q, m, nv, cb, out);
+                    else global_pass_sum<false, 2>(q, m, nv, cb, out);
+                } else {
+                    if (!last) global_pass_sum<true, 0>(q, m, nv, cb, own);
+                    else if (first) global_pass_sum<true, 1>(q, m, nv, cb, out, own);
+                    else global_pass_sum<true, 2>(q, m, nv, cb, out, own);
+                }
+            }
+        } else {
+            index_t step = C_;
+            for (std::size_t a = A + 1; a < R; ++a) step *= p_.geometry.input[a];
+            for (index_t i = 0; i < n; ++i) global_level<A + 1>(sums, p + i * step, nv, cb, own, i == 0);
+            for (index_t v = 0; v < nv; ++v) {
+                const V s = V::load(own + v * L);
+                (first ? s : V::load(out + v * L) + s).store(out + v * L);
+            }
+        }
+    }
+
+    // Per vector v: s = the sum of positions q, q + C, .., q + (m - 1) C; with Prev, s = run + s
+    // (run: the earlier passes' sum, in own). Then Out 0: own = s; 1: tgt = s; 2: tgt += s.
+    template <bool Prev, int Out>
+    void global_pass_sum(const T* q, index_t m, index_t nv, index_t cb, T* tgt, const T* run = nullptr) const noexcept {
+        if (Prev && Out == 0) run = tgt;
+        for (index_t v = 0; v < nv; ++v) {
+            const T* x = q + std::min(v * L, cb - L);
+            V s = V::load(x);
+            for (index_t t = 1; t < m; ++t) s = s + V::load(x + t * C_);
+            if (Prev) s = V::load(run + v * L) + s;
+            if (Out == 2) s = V::load(tgt + v * L) + s;
+            s.store(tgt + v * L);
+        }
+    }
+
     template <int N1>
     static void vsum_regs(T* dst, const T* const* rows, index_t n0, index_t n1, index_t off, index_t len) noexcept {
         index_t i = 0;
@@ -784,6 +875,9 @@ private:
     index_t cb_ = 1, blocks_ = 1, pb_ = 0, k_ = 1;
     index_t rcb_ = 0;  // channels per block of the ring path (0: not used)
     fused_fn fused_ = nullptr;
+    bool global_ = false;  // the global path (global())
+    T global_div_ = T(1);
+    index_t global_cb_ = 0;  // channels per block of the global path
     const window* last_ = nullptr;
     const T* last_div_ = nullptr;
 };
