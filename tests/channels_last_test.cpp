@@ -254,6 +254,49 @@ TEST(ChannelsLast, GlobalPathAnyExtent) {
     check(avgpool::dims<5>{1, 12, 40, 30, 2}, "3-D 1200 rows");
 }
 
+// Windows covering every axis but the first whole (the slice path, as i3d's 2x7x7 on 8x7x7):
+// strides, dilation and pads on the first axis, pads on the inner axes (include-pad divisors
+// larger than the input), a first-axis window wholly in padding (the row path's empty
+// output), the override, adaptive plans; C below, at and above the vector width.
+TEST(ChannelsLast, SlicePathInnerAxesWhole) {
+    std::mt19937_64 gen(31);
+    for (index_t C : {3, 8, 21, 1030}) {
+        for (auto div : {avgpool::divisor_type::exclude_pad, avgpool::divisor_type::include_pad}) {
+            avgpool::pool_attrs<3> a;
+            a.kernel = {2, 7, 7};
+            a.divisor = div;
+            auto i3d = avgpool::pooling<3>::create({1, C, 8, 7, 7}, a, avgpool::layout::channels_last);
+            ASSERT_TRUE(i3d.ok());
+            EXPECT_TRUE((compare_plan<float, 3>(*i3d, gen, "i3d C " + std::to_string(C))));
+            a.kernel = {3, 9, 7};
+            a.strides = {2, 1, 1};
+            a.dilations = {2, 1, 1};
+            a.pads_begin = {5, 1, 0};
+            a.pads_end = {1, 1, 0};
+            a.divisor_override = C == 21 ? 5 : 0;
+            auto odd = avgpool::pooling<3>::create({2, C, 11, 7, 7}, a, avgpool::layout::channels_last);
+            ASSERT_TRUE(odd.ok());
+            const auto& d = avgpool::detail::plan_access::data(*odd);
+            ASSERT_EQ(d.axis(0)[0].count, 0);  // taps -5, -3 and -1: wholly in padding
+            EXPECT_TRUE((compare_plan<float, 3>(*odd, gen, "dilated, padded C " + std::to_string(C))));
+            EXPECT_TRUE((compare_plan<double, 3>(*odd, gen, "dilated, padded C " + std::to_string(C))));
+            avgpool::pool_attrs<2> b;
+            b.kernel = {3, 5};
+            b.strides = {2, 1};
+            b.pads_begin = {1, 0};
+            b.pads_end = {1, 0};
+            b.rounding = avgpool::rounding_type::ceil;
+            b.divisor = div;
+            auto two = avgpool::pooling<2>::create({1, C, 10, 5}, b, avgpool::layout::channels_last);
+            ASSERT_TRUE(two.ok());
+            EXPECT_TRUE((compare_plan<float, 2>(*two, gen, "2-D C " + std::to_string(C))));
+        }
+        auto ad = avgpool::pooling<3>::create_adaptive({1, C, 5, 6, 7}, {3, 1, 1}, avgpool::layout::channels_last);
+        ASSERT_TRUE(ad.ok());
+        EXPECT_TRUE((compare_plan<float, 3>(*ad, gen, "adaptive C " + std::to_string(C))));
+    }
+}
+
 // Long kernels at stride 1 (the block-sum path: suffix of one block plus prefix of the next)
 // and channel counts that are not a multiple of the vector width (the last vector shifted
 // back), 1-D and 2-D, every pad up to k - 1, both divisors.

@@ -163,7 +163,7 @@ bool cl_applicable(const plan_data<R>& p) noexcept {
     // Divisors are formed in T: they must be exact integers there.
     if (p.max_divisor > exact_integer_limit<T>()) return false;
     constexpr index_t L = static_cast<index_t>(vec<T>::width);
-    if (p.global && p.input_shape[1] >= L) return true;  // the global path: any extents
+    if (p.global && p.input_shape[1] >= L) return true;  // the slice path: any extents
     const cl_extent e = cl_measure<R>(p);
     if (!e.fits_rows) return false;
     return cl_choose_blocking(p.input_shape[1], e.span_all, e.max_span, L, cl_capacity<T>()).ok;
@@ -191,7 +191,7 @@ public:
         in_n_ = p.input_spatial_volume() * C_;
         const cl_extent e = cl_measure<R>(p);
         const cl_blocking blk = cl_choose_blocking(C_, e.span_all, e.max_span, L, cap);
-        cb_ = blk.ok ? blk.cb : C_;  // not ok: a global plan, which never uses the row path
+        cb_ = blk.ok ? blk.cb : C_;  // not ok: a global plan, which takes the slice path only
         blocks_ = cb_ == C_ ? 1 : (C_ + cb_ - 1) / cb_;
         last_ = p.axis(R - 1);
         last_div_ = p.template last_divisor<T>();
@@ -204,12 +204,10 @@ public:
             rcb_ = nb == 1 ? C_ : std::min(C_, ((C_ + nb - 1) / nb + L - 1) / L * L);
         }
         fused_ = pick_fused();
-        global_ = p.global && C_ >= L;
-        if (global_) {
-            double outer = 1.0;
-            for (std::size_t a = 0; a + 1 < R; ++a) outer *= static_cast<double>(p.axis(a)[0].divisor);
-            const bool override_div = p.divisor_override > 0;
-            global_div_ = override_div ? static_cast<T>(p.divisor_override) : static_cast<T>(outer) * last_div_[0];
+        // Windows covering every axis but the first whole (global pools; i3d's 2x7x7 on 8x7x7):
+        // each output row is one output, the sum of whole first-axis slices (slices()).
+        slices_ = C_ >= L && (p.global || inner_axes_whole<R>(p));
+        if (slices_) {
             // R + 1 rows of partial sums in the buffer: blocks of whole vectors, balanced.
             const index_t most = std::max<index_t>(L, (cap / static_cast<index_t>(R + 1)) / L * L - L);
             const index_t nb = (C_ + most - 1) / most;
@@ -226,14 +224,14 @@ public:
         const T* rows[cl_max_outer_rows];
         const pool_geometry<R>& g = p_.geometry;
         const index_t WC = W_ * C_;
-        if (global_) {
-            for (index_t item = item_begin; item < item_end; ++item) global(b, in + item * in_n_, out + item * C_);
-            return;
-        }
         for (index_t item = item_begin; item < item_end; ++item) {
             const index_t n = item / rows_per_n_, r = item % rows_per_n_;
             const T* src = in + n * in_n_;
             T* dst = out + item * row_out_;
+            if (slices_ && p_.axis(0)[r].count > 0) {  // (rows_per_n == the first axis's outputs)
+                slices(b, src, dst, p_.axis(0)[r]);
+                continue;
+            }
             if constexpr (R == 1) {
                 (void)r;
                 (void)WC;
@@ -670,9 +668,11 @@ private:
         }
     }
 
-    // Global pools with C >= one vector: the input is read once, in memory order, with the
-    // sums nested per axis as in the row path (the sum over the first axis of the sums over
-    // the next ...), their partial sums in L1-resident rows of the buffer. The last axis is
+    // Windows covering every axis but the first whole, C >= one vector: the output row is one
+    // output, the sum over the first-axis window's slices (global pools: every slice). They
+    // are read once, in memory order, with the sums nested per axis as in the row path (the
+    // sum over the first axis of the sums over the next ...), their partial sums in
+    // L1-resident rows of the buffer. The last axis is
     // summed in passes of up to global_pass positions, each pass one load per position and
     // vector, so a short axis (7 positions) is one pass straight into the row above it.
     // Channel blocks (when R + 1 rows of partial sums do not fit the buffer) are read as
@@ -682,13 +682,22 @@ private:
     // outer-row list, so any number of input rows is fine.
     static constexpr index_t global_pass = 8;
 
-    void global(buffers& b, const T* src, T* dst) const {
+    void slices(buffers& b, const T* src, T* dst, const window& w0) const {
         const index_t cb = global_cb_, nv = (cb + L - 1) / L;
         const bool average = op_ == pool_op::average;
-        const quotient_by dv(average ? global_div_ : T(1));
+        T div = T(1);
+        if (average) {
+            // The outer axes' factors (R = 1: none; the last axis's is last_div_), the inner
+            // outer axis (R = 3) having one window.
+            double outer = R == 1 ? 1.0 : static_cast<double>(w0.divisor);
+            for (std::size_t a = 1; a + 1 < R; ++a) outer *= static_cast<double>(p_.axis(a)[0].divisor);
+            div = p_.divisor_override > 0 ? static_cast<T>(p_.divisor_override) : static_cast<T>(outer) * last_div_[0];
+        }
+        const quotient_by dv(div);
+        const T* first = src + (R == 1 ? w0.first * C_ : w0.first * (in_n_ / p_.geometry.input[0]));
         for (index_t c0 = 0;; c0 += cb) {
             c0 = std::min(c0, C_ - cb);
-            global_level<0>(b.buf, src + c0, nv, cb, b.buf, true);
+            global_level<0>(b.buf, first + c0, nv, cb, b.buf, true, w0.count);
             for (index_t v = 0; v < nv; ++v) {
                 const V a = V::load(b.buf + v * L);
                 (average ? dv(a) : a).store(dst + c0 + std::min(v * L, cb - L));
@@ -697,12 +706,13 @@ private:
         }
     }
 
-    // out = (first ? 0 : out) + the nested sum over spatial axes A .. R - 1 of the block at p.
-    // Row k of the partial sums is at sums + k nv L: row 0 the result, row A + 1 axis A's own.
+    // out = (first ? 0 : out) + the nested sum over spatial axes A .. R - 1 of the block at p,
+    // axis 0 over n0 taps (dilated). Row k of the partial sums is at sums + k nv L: row 0 the
+    // result, row A + 1 axis A's own.
     template <std::size_t A>
-    void global_level(T* sums, const T* p, index_t nv, index_t cb, T* out, bool first) const noexcept {
+    void global_level(T* sums, const T* p, index_t nv, index_t cb, T* out, bool first, index_t n0 = 0) const noexcept {
         T* own = sums + static_cast<index_t>(A + 1) * nv * L;
-        const index_t n = p_.geometry.input[A];
+        const index_t n = A == 0 ? n0 : p_.geometry.input[A];
         if constexpr (A + 1 == R) {
             for (index_t i = 0; i < n; i += global_pass) {
                 const index_t m = std::min(global_pass, n - i);
@@ -719,7 +729,7 @@ private:
                 }
             }
         } else {
-            index_t step = C_;
+            index_t step = A == 0 ? C_ * p_.geometry.dilations[0] : C_;
             for (std::size_t a = A + 1; a < R; ++a) step *= p_.geometry.input[a];
             for (index_t i = 0; i < n; ++i) global_level<A + 1>(sums, p + i * step, nv, cb, own, i == 0);
             for (index_t v = 0; v < nv; ++v) {
@@ -875,9 +885,8 @@ private:
     index_t cb_ = 1, blocks_ = 1, pb_ = 0, k_ = 1;
     index_t rcb_ = 0;  // channels per block of the ring path (0: not used)
     fused_fn fused_ = nullptr;
-    bool global_ = false;  // the global path (global())
-    T global_div_ = T(1);
-    index_t global_cb_ = 0;  // channels per block of the global path
+    bool slices_ = false;    // the slice path (slices())
+    index_t global_cb_ = 0;  // channels per block of the slice path
     const window* last_ = nullptr;
     const T* last_div_ = nullptr;
 };
