@@ -12,6 +12,9 @@
 //     column sums of a few vectors of channels slid along the row in registers;
 //   - block sums (5 < K <= cl_max_block, stride 1): each window is the suffix of one block of
 //     K columns plus the prefix of the next, each summed directly (van Herk / Gil-Werman).
+// Windows covering every axis but the first whole (global pools, i3d's 2x7x7 on 8x7x7 slices)
+// with C >= one vector take the slice path: the window's slices read once in memory order,
+// partial sums per axis in L1 rows (no outer-row list, so global pools of any extent).
 // Everything else goes through the general path:
 //   1. Vertical pass: the input rows of the window's outer taps are summed into a row buffer
 //      (contiguous spans, full SIMD width, the first row loaded rather than added to zeros).
