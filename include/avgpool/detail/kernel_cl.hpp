@@ -38,6 +38,7 @@
 #include <cstddef>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 
 #include "kernel_cf.hpp"
 #include "plan.hpp"
@@ -548,26 +549,27 @@ private:
     void fused(buffers&, const T* const* rows, index_t n0, index_t n1, T* dst, bool average,
                const row_divisor& div) const {
         constexpr index_t G = 2;  // vectors of channels per pass: 2 * K column sums in registers
-        index_t c = 0;
+        // Pairs of vectors, then single ones (the last shifted back to end at C), with the row
+        // pointers in registers for the common row counts (fixed N0 x N1), else nested loops.
+        auto fixed = [&](auto n0c, auto n1c) {
+            constexpr int N0 = decltype(n0c)::value, N1 = decltype(n1c)::value;
+            index_t c = 0;
+            for (; c + G * L <= C_; c += G * L) chunk<K, S, G, N0, N1>(rows, c, dst, average, div);
+            for (; c < C_; c += L) chunk<K, S, 1, N0, N1>(rows, std::min(c, C_ - L), dst, average, div);
+        };
+        using one = std::integral_constant<int, 1>;
         if (n0 == 1) {
             switch (n1) {
-                case 1:
-                    for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 1, 1>(rows, c, dst, average, div);
-                    break;
-                case 2:
-                    for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 1, 2>(rows, c, dst, average, div);
-                    break;
-                case 3:
-                    for (; c + G * L <= C_; c += G * L) chunk<K, S, G, 1, 3>(rows, c, dst, average, div);
-                    break;
+                case 1: return fixed(one{}, one{});
+                case 2: return fixed(one{}, std::integral_constant<int, 2>{});
+                case 3: return fixed(one{}, std::integral_constant<int, 3>{});
                 default: break;
             }
         }
         if constexpr (R == 3 && (K == 2 || K == 3)) {  // the cubic 2x2x2 and 3x3x3 pools
-            if (n0 == K && n1 == K) {
-                for (; c + G * L <= C_; c += G * L) chunk<K, S, G, K, K>(rows, c, dst, average, div);
-            }
+            if (n0 == K && n1 == K) return fixed(std::integral_constant<int, K>{}, std::integral_constant<int, K>{});
         }
+        index_t c = 0;
         for (; c + G * L <= C_; c += G * L) nested_chunk<K, S, G>(rows, n0, n1, c, dst, average, div);
         for (; c < C_; c += L) nested_chunk<K, S, 1>(rows, n0, n1, std::min(c, C_ - L), dst, average, div);
     }
