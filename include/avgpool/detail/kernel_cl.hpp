@@ -294,8 +294,8 @@ private:
             int e = 0;
             return std::frexp(div, &e) == T(0.5);
         }
-        AVGPOOL_CL_INLINE V operator()(V a) const noexcept { return exact ? a * r : corrected(a); }
-        AVGPOOL_CL_INLINE V corrected(V a) const noexcept {
+        AVGPOOL_CL_INLINE V operator()(V a) const noexcept {
+            if (exact) return a * r;
 #if AVGPOOL_HAS_XSIMD && defined(__FMA__)
             const V q{a.v * r.v};
             return V{xsimd::fma(xsimd::fnma(q.v, d.v, a.v), r.v, q.v)};
@@ -492,55 +492,26 @@ private:
                 T* o = dst + ow * C_ + c0;
                 const quotient_by dv = dvc(average ? div.scalar(ow) : T(1));
                 const index_t off = xl * C_ + c0;
-                // The vector loop with its choices fixed at compile time: with the branches on
-                // `computed` and the divisor kind inside it, it ran 10-20% slower.
-                const int mode = !average ? 0 : dv.exact ? 1 : 2;
-                if (computed) {
-                    switch (mode) {
-                        case 0: ring_out<K, S, true, 0>(src, off, last, older, o, cb, dv); break;
-                        case 1: ring_out<K, S, true, 1>(src, off, last, older, o, cb, dv); break;
-                        default: ring_out<K, S, true, 2>(src, off, last, older, o, cb, dv); break;
+                for (index_t i = 0; i < cb; i += L) {
+                    const index_t j = std::min(i, cb - L);
+                    V v;
+                    if (computed) {
+                        v = src(off + j);
+                        if (K > S) v.store(last + j);
+                    } else {
+                        v = V::load(last + j);
                     }
-                } else {
-                    switch (mode) {
-                        case 0: ring_out<K, S, false, 0>(src, off, last, older, o, cb, dv); break;
-                        case 1: ring_out<K, S, false, 1>(src, off, last, older, o, cb, dv); break;
-                        default: ring_out<K, S, false, 2>(src, off, last, older, o, cb, dv); break;
+                    V acc = v;
+                    if constexpr (K > 1) {
+                        acc = V::load(older[0] + j);
+                        for (int t = 1; t + 1 < K; ++t) acc = acc + V::load(older[t] + j);
+                        acc = acc + v;
                     }
+                    if (average) acc = dv(acc);
+                    acc.store(o + j);
                 }
             }
             if (c0 + cb >= C_) break;
-        }
-    }
-
-    // One output of the ring path over cb channels: the newest column's vertical sums (from
-    // the input when Computed, else the ring slot already holding them) plus the older slots,
-    // then Div 0: stored as is; 1: times the exact reciprocal; 2: the corrected quotient.
-    template <int K, int S, bool Computed, int Div, class Src>
-    AVGPOOL_CL_INLINE static void ring_out(const Src& src, index_t off, T* last, const T* const* older, T* o,
-                                          index_t cb, const quotient_by& dv) noexcept {
-        const Src s = src;  // the row pointers in registers, not re-read through a reference
-        const T* old0 = older[0];
-        const T* old1 = K > 2 ? older[1] : nullptr;
-        for (index_t i = 0; i < cb; i += L) {
-            const index_t j = std::min(i, cb - L);
-            V v;
-            if constexpr (Computed) {
-                v = s(off + j);
-                if constexpr (K > S) v.store(last + j);
-            } else {
-                v = V::load(last + j);
-            }
-            V acc = v;
-            if constexpr (K > 1) {
-                acc = V::load(old0 + j);
-                if constexpr (K > 2) acc = acc + V::load(old1 + j);
-                for (int t = 2; t + 1 < K; ++t) acc = acc + V::load(older[t] + j);
-                acc = acc + v;
-            }
-            if constexpr (Div == 1) acc = acc * dv.r;
-            if constexpr (Div == 2) acc = dv.corrected(acc);
-            acc.store(o + j);
         }
     }
 
