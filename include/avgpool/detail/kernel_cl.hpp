@@ -203,9 +203,7 @@ public:
         k_ = g.kernel[R - 1];
         if (C_ >= cl_ring_min_vectors * L && k_ <= 5) {
             // Ring blocks: K slots of at most cl_ring_bytes in all, whole vectors.
-            const index_t most = std::max<index_t>(L, (ring_cap / k_) / L * L);
-            const index_t nb = (C_ + most - 1) / most;
-            rcb_ = nb == 1 ? C_ : std::min(C_, ((C_ + nb - 1) / nb + L - 1) / L * L);
+            rcb_ = balanced_block(std::max<index_t>(L, (ring_cap / k_) / L * L));
         }
         fused_ = pick_fused();
         // Windows covering every axis but the first whole (global pools; i3d's 2x7x7 on 8x7x7):
@@ -213,9 +211,7 @@ public:
         slices_ = C_ >= L && (p.global || inner_axes_whole<R>(p));
         if (slices_) {
             // R + 1 rows of partial sums in the buffer: blocks of whole vectors, balanced.
-            const index_t most = std::max<index_t>(L, (cap / static_cast<index_t>(R + 1)) / L * L - L);
-            const index_t nb = (C_ + most - 1) / most;
-            global_cb_ = nb == 1 ? C_ : std::min(C_, ((C_ + nb - 1) / nb + L - 1) / L * L);
+            global_cb_ = balanced_block(std::max<index_t>(L, (cap / static_cast<index_t>(R + 1)) / L * L - L));
         }
     }
 
@@ -261,6 +257,13 @@ public:
     }
 
 private:
+    // Channels per block when at most `most` (whole vectors) fit: C itself, or equal blocks of
+    // whole vectors (the last shifted back to end at C).
+    index_t balanced_block(index_t most) const noexcept {
+        const index_t nb = (C_ + most - 1) / most;
+        return nb == 1 ? C_ : std::min(C_, ((C_ + nb - 1) / nb + L - 1) / L * L);
+    }
+
     struct buffers {
         // + L: whole-vector reads past a flat block's last channel; the ring path may use more.
         alignas(64) T buf[std::max(cap, ring_cap) + L];
@@ -677,9 +680,9 @@ private:
     // output, the sum over the first-axis window's slices (global pools: every slice). They
     // are read once, in memory order, with the sums nested per axis as in the row path (the
     // sum over the first axis of the sums over the next ...), their partial sums in
-    // L1-resident rows of the buffer. The last axis is
-    // summed in passes of up to global_pass positions, each pass one load per position and
-    // vector, so a short axis (7 positions) is one pass straight into the row above it.
+    // L1-resident rows of the buffer. The last axis is summed in passes of up to global_pass
+    // positions, each pass one load per position and vector, so a short axis (7 positions) is
+    // one pass straight into the row above it.
     // Channel blocks (when R + 1 rows of partial sums do not fit the buffer) are read as
     // contiguous pieces. Vector v of a block reads channels min(v L, cb - L) .. + L - 1 (the
     // last shifted back to end at cb) but owns slot v L of every row of partial sums, so that
@@ -699,7 +702,7 @@ private:
             div = p_.divisor_override > 0 ? static_cast<T>(p_.divisor_override) : static_cast<T>(outer) * last_div_[0];
         }
         const quotient_by dv(div);
-        const T* first = src + (R == 1 ? w0.first * C_ : w0.first * (in_n_ / p_.geometry.input[0]));
+        const T* first = src + w0.first * (in_n_ / p_.geometry.input[0]);  // first-axis slices
         for (index_t c0 = 0;; c0 += cb) {
             c0 = std::min(c0, C_ - cb);
             global_level<0>(b.buf, first + c0, nv, cb, b.buf, true, w0.count);
