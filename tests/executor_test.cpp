@@ -397,12 +397,32 @@ avgpool::pool_attrs<R> attrs_of(index_t k, index_t s, index_t pad, index_t dil =
 
 std::string name(const char* path, index_t C) { return std::string(path) + " C=" + std::to_string(C); }
 
+// Whether forward() of a plan cuts its planes into blocks of rows (the few-plane split).
+template <std::size_t R>
+bool rows_split(const avgpool::result<avgpool::pooling<R>>& plan) {
+    const auto& d = avgpool::detail::plan_access::data(*plan);
+    index_t outer_rows = 1;
+    for (std::size_t a = 0; a + 1 < R; ++a) outer_rows *= d.output_shape[a + 2];
+    return avgpool::detail::plane_blocks(d.input_shape[0] * d.input_shape[1], outer_rows, plan->input_size()).split();
+}
+
 // Planes 1-3 (split over rows) and 40 (one item per plane), every channels-first kernel path.
+// Each few-plane case reads just over split_min_elements input elements in all (so the rows
+// are split) and C = 40 uses small planes: the suite also runs under the sanitizers, where
+// every element costs ~50x more.
 template <class T>
 void pooling_suite() {
     using avgpool::pooling;
     for (index_t C : {1, 2, 3, 40}) {
-        const index_t H = C == 40 ? 21 : 128, W = C == 40 ? 27 : 131;  // few planes: large ones (split)
+        // An outer extent e for one plane, cut to reach the same total over C planes.
+        const auto outer = [C](index_t e) { return C == 40 ? std::max<index_t>(3, e / 4) : (e + C - 1) / C; };
+        const index_t H = C == 40 ? 21 : outer(128), W = C == 40 ? 27 : 131;
+        if (C != 40) {  // the cut extents still reach the split
+            EXPECT_TRUE(rows_split(pooling<2>::create({1, C, H, W}, attrs_of<2>(3, 1, 1)))) << C;
+            EXPECT_TRUE(rows_split(pooling<2>::create_adaptive({1, C, outer(100), 170}, {130, 200}))) << C;
+            EXPECT_TRUE(rows_split(pooling<3>::create({1, C, outer(12), 36, 40}, attrs_of<3>(3, 1, 1)))) << C;
+            EXPECT_TRUE(rows_split(pooling<3>::create({1, C, outer(10), 34, 50}, attrs_of<3>(2, 2, 0, 2)))) << C;
+        }
         check_plan<T, 2>(pooling<2>::create({1, C, H, W}, attrs_of<2>(3, 1, 1)), name("same-grid 3x3 s1 p1", C));
         check_plan<T, 2>(pooling<2>::create({1, C, H, W}, attrs_of<2>(2, 2, 0)), name("2x2 s2", C));
         avgpool::pool_attrs<2> inc = attrs_of<2>(3, 2, 1);
@@ -415,12 +435,13 @@ void pooling_suite() {
         global.kernel = {H, W};
         check_plan<T, 2>(pooling<2>::create({1, C, H, W}, global), name("global", C));
         check_plan<T, 2>(pooling<2>::create_adaptive({1, C, H, W}, {7, 10}), name("adaptive 7x10", C));
-        check_plan<T, 2>(pooling<2>::create_adaptive({1, C, 100, 170}, {130, 200}), name("adaptive up", C));
-        check_plan<T, 3>(pooling<3>::create({1, C, 12, 36, 40}, attrs_of<3>(3, 1, 1)), name("3-D 3x3x3 s1 p1", C));
-        check_plan<T, 3>(pooling<3>::create({1, C, 10, 34, 50}, attrs_of<3>(2, 2, 0, 2)), name("3-D 2x2x2 s2 dil 2", C));
-        check_plan<T, 3>(pooling<3>::create_adaptive({1, C, 10, 34, 50}, {3, 4, 5}), name("3-D adaptive", C));
+        check_plan<T, 2>(pooling<2>::create_adaptive({1, C, outer(100), 170}, {130, 200}), name("adaptive up", C));
+        check_plan<T, 3>(pooling<3>::create({1, C, outer(12), 36, 40}, attrs_of<3>(3, 1, 1)), name("3-D 3x3x3 s1 p1", C));
+        check_plan<T, 3>(pooling<3>::create({1, C, outer(10), 34, 50}, attrs_of<3>(2, 2, 0, 2)),
+                         name("3-D 2x2x2 s2 dil 2", C));
+        check_plan<T, 3>(pooling<3>::create_adaptive({1, C, outer(10), 34, 50}, {3, 4, 5}), name("3-D adaptive", C));
         check_plan<T, 1>(pooling<1>::create({1, C, 1000}, attrs_of<1>(5, 2, 2)), name("1-D 5 s2", C));
-        check_plan<T, 4>(pooling<4>::create({1, C, 8, 9, 10, 24}, attrs_of<4>(3, 2, 1)), name("4-D (reference)", C));
+        check_plan<T, 4>(pooling<4>::create({1, C, outer(8), 9, 10, 24}, attrs_of<4>(3, 2, 1)), name("4-D (reference)", C));
         // A divisor not exact in float: the reference path for float, the row kernel for double.
         avgpool::pool_attrs<2> big = attrs_of<2>(3, 1, 1);
         big.divisor_override = 20000001;

@@ -73,7 +73,7 @@ function(_avgpool_variant _name)
         message(FATAL_ERROR "${_dir} holds more than avgpool.hpp and main.cpp: ${_contents}")
     endif()
     _avgpool_run("[${_name}] compile"
-        "${AVGPOOL_CXX_COMPILER}" ${_std} -O1 -Wall -Wextra ${ARGN}
+        "${AVGPOOL_CXX_COMPILER}" ${_std} -O0 -Wall -Wextra ${ARGN}
         main.cpp -o "main${_exe_suffix}" -pthread
         WORKING_DIRECTORY "${_dir}")
     _avgpool_run("[${_name}] run" "${_dir}/main${_exe_suffix}" WORKING_DIRECTORY "${_dir}")

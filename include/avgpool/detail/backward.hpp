@@ -35,24 +35,34 @@ void reference_backward(const plan_data<R>& p, const T* grad_out, T* grad_in, in
     const dims<R + 2> out_st = element_strides<R>(p.output_shape, p.memory_layout);
     const index_t C = p.input_shape[1];
     const index_t in_volume = p.input_spatial_volume();
-    const dims<R>& dil = p.geometry.dilations;
+    // Plain arrays, as in reference_pool_outputs: the oracle of the backward tests.
+    index_t ist[R], ost[R], ish[R], dil[R];
+    const window *table[R], *cover[R];
+    for (std::size_t a = 0; a < R; ++a) {
+        ist[a] = in_st[a + 2];
+        ost[a] = out_st[a + 2];
+        ish[a] = p.input_shape[a + 2];
+        dil[a] = p.geometry.dilations[a];
+        table[a] = p.axis(a);
+        cover[a] = p.covers(a);
+    }
     for (index_t item = item_begin; item < item_end; ++item) {
         const index_t n = item / C, c = item % C;
         T* gi = grad_in + n * in_st[0] + c * in_st[1];
         const T* go = grad_out + n * out_st[0] + c * out_st[1];
-        dims<R> x{};  // input position, odometer order
+        index_t x[R] = {};  // input position, odometer order
         for (index_t flat = 0; flat < in_volume; ++flat) {
             const window* cv[R];
             bool none = false;
             index_t in_off = 0;
             for (std::size_t a = 0; a < R; ++a) {
-                cv[a] = p.covers(a) + x[a];
+                cv[a] = cover[a] + x[a];
                 none = none || cv[a]->count == 0;
-                in_off += x[a] * in_st[a + 2];
+                in_off += x[a] * ist[a];
             }
             double acc = 0.0;
             if (!none) {
-                dims<R> t{};  // offsets into each axis's candidate outputs
+                index_t t[R] = {};  // offsets into each axis's candidate outputs
                 for (;;) {
                     // Output (cv[a]->first + t[a])_a takes this input if it has a tap at x on
                     // every axis.
@@ -61,10 +71,10 @@ void reference_backward(const plan_data<R>& p, const T* grad_out, T* grad_in, in
                     index_t out_off = 0;
                     for (std::size_t a = 0; a < R && tap; ++a) {
                         const index_t o = cv[a]->first + t[a];
-                        w[a] = p.axis(a) + o;
+                        w[a] = table[a] + o;
                         const index_t rel = x[a] - w[a]->first;
                         tap = rel >= 0 && rel % dil[a] == 0 && rel / dil[a] < w[a]->count;
-                        out_off += o * out_st[a + 2];
+                        out_off += o * ost[a];
                     }
                     if (tap) {
                         bool empty = false;
@@ -81,7 +91,7 @@ void reference_backward(const plan_data<R>& p, const T* grad_out, T* grad_in, in
             }
             gi[in_off] = from_double<T>(acc);
             for (std::size_t a = R; a-- > 0;) {
-                if (++x[a] < p.input_shape[a + 2]) break;
+                if (++x[a] < ish[a]) break;
                 x[a] = 0;
             }
         }

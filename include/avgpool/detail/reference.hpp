@@ -25,41 +25,53 @@ void reference_pool_outputs(const plan_data<R>& p, const T* in, T* out, pool_op 
     const dims<R + 2> in_st = element_strides<R>(p.input_shape, p.memory_layout);
     const dims<R + 2> out_st = element_strides<R>(p.output_shape, p.memory_layout);
     const index_t C = p.input_shape[1];
-    const dims<R>& dil = p.geometry.dilations;
     const index_t n = item / C, c = item % C;
     const T* src = in + n * in_st[0] + c * in_st[1];
     T* dst = out + n * out_st[0] + c * out_st[1];
+    // Per-axis values in plain arrays: every test compares against this loop, also in the
+    // unoptimized sanitizer build, where each std::array access is a function call.
+    index_t ist[R], ost[R], osh[R], dil[R];
+    const window* table[R];
+    for (std::size_t a = 0; a < R; ++a) {
+        ist[a] = in_st[a + 2];
+        ost[a] = out_st[a + 2];
+        osh[a] = p.output_shape[a + 2];
+        dil[a] = p.geometry.dilations[a];
+        table[a] = p.axis(a);
+    }
 
-    dims<R> o{};  // output position, odometer order (last axis fastest)
+    index_t o[R];  // output position, odometer order (last axis fastest)
     index_t rest = flat_begin;
     for (std::size_t a = R; a-- > 0;) {
-        o[a] = rest % p.output_shape[a + 2];
-        rest /= p.output_shape[a + 2];
+        o[a] = rest % osh[a];
+        rest /= osh[a];
     }
     for (index_t flat = flat_begin; flat < flat_end; ++flat) {
         const window* w[R];
         bool any_empty = false;
         index_t dst_off = 0;
         for (std::size_t a = 0; a < R; ++a) {
-            w[a] = p.axis(a) + o[a];
+            w[a] = table[a] + o[a];
             any_empty = any_empty || w[a]->count == 0;
-            dst_off += o[a] * out_st[a + 2];
+            dst_off += o[a] * ost[a];
         }
 
+        // The taps in odometer order (last axis fastest): the outer axes' counters, and the
+        // last axis as the inner loop.
         double acc = 0.0;
         if (!any_empty) {
-            dims<R> t{};  // tap counters, one per axis
+            index_t t[R] = {};
+            const index_t last_count = w[R - 1]->count, last_step = dil[R - 1] * ist[R - 1];
             for (;;) {
                 index_t src_off = 0;
-                for (std::size_t a = 0; a < R; ++a)
-                    src_off += (w[a]->first + t[a] * dil[a]) * in_st[a + 2];
-                acc += to_double(src[src_off]);
-                std::size_t a = R;
+                for (std::size_t a = 0; a < R; ++a) src_off += (w[a]->first + t[a] * dil[a]) * ist[a];
+                for (index_t j = 0; j < last_count; ++j, src_off += last_step) acc += to_double(src[src_off]);
+                std::size_t a = R - 1;
                 while (a-- > 0) {
                     if (++t[a] < w[a]->count) break;
                     t[a] = 0;
                 }
-                if (a == static_cast<std::size_t>(-1)) break;  // every counter wrapped
+                if (a == static_cast<std::size_t>(-1)) break;  // every outer counter wrapped
             }
         }
 
@@ -72,7 +84,7 @@ void reference_pool_outputs(const plan_data<R>& p, const T* in, T* out, pool_op 
         }
 
         for (std::size_t a = R; a-- > 0;) {
-            if (++o[a] < p.output_shape[a + 2]) break;
+            if (++o[a] < osh[a]) break;
             o[a] = 0;
         }
     }
