@@ -130,17 +130,60 @@ private:
             return;
         }
         // Row segments: each output row right after its last input row, so the horizontal
-        // sums it reads are still in L1 (a 112x112 plane's sums are not).
+        // sums it reads are still in L1 (a 112x112 plane's sums are not). Rows at least a
+        // vector wide go in pairs (kernels of 3 or more rows): two neighbouring output rows
+        // share kh - 1 rows of sums, added once (the k = 7 pool does 7 + 4 additions per
+        // output instead of 7 + 6: kernel-size independence).
+        const index_t step = kh_ >= 3 && W_ >= L ? 2 : 1;
         index_t done = 0;  // output rows written
         for (index_t r = 0; r < H_; ++r) {
             horizontal(in, in_end, src + r * W_, hs + r * W_);
             const index_t ready = std::min(H_, pt_ + r + 2 - kh_);  // rows h with h + kh - 1 <= pt + r
-            if (ready > done) {
-                vertical(buf, dst, done * W_, ready * W_);
-                done = ready;
+            if (ready - done >= step) {
+                const index_t upto = done + (ready - done) / step * step;
+                rows_out(buf, dst, done, upto, step);
+                done = upto;
             }
         }
-        if (done < H_) vertical(buf, dst, done * W_, n_);
+        if (done < H_) rows_out(buf, dst, done, H_, step);
+    }
+
+    // Output rows [r0, r1): in pairs when step is 2 (an odd last row alone).
+    void rows_out(const T* hs, T* dst, index_t r0, index_t r1, index_t step) const {
+        if (step == 2) {
+            for (; r0 + 2 <= r1; r0 += 2) {
+                switch (kh_) {
+                    case 3: vpair<3>(hs, dst, r0); break;
+                    case 4: vpair<4>(hs, dst, r0); break;
+                    case 5: vpair<5>(hs, dst, r0); break;
+                    case 6: vpair<6>(hs, dst, r0); break;
+                    default: vpair<7>(hs, dst, r0); break;
+                }
+            }
+        }
+        if (r0 < r1) vertical(hs, dst, r0 * W_, r1 * W_);
+    }
+
+    // Output rows r and r + 1 (W >= L): the sums of rows r + 1 .. r + K - 1 once, plus row r
+    // for the first and row r + K for the second. The last vector of a row is shifted back
+    // to end at the row's end (its overlapping lanes are recomputed to the same values).
+    template <int K>
+    void vpair(const T* hs, T* out, index_t r) const {
+        const bool average = op_ == pool_op::average;
+        const index_t W = W_, base = r * W;
+        for (index_t c = 0; c < W; c += L) {
+            const index_t i = base + std::min(c, W - L);
+            const T* h = hs + i;
+            V shared = V::load(h + W);
+            for (int t = 2; t < K; ++t) shared = shared + V::load(h + t * W);
+            V first = V::load(h) + shared, second = shared + V::load(h + K * W);
+            if (average) {
+                first = first * V::load(rgrid_ + i);
+                second = second * V::load(rgrid_ + i + W);
+            }
+            first.store(out + i);
+            second.store(out + i + W);
+        }
     }
 
 private:
