@@ -35,17 +35,9 @@ void reference_backward(const plan_data<R>& p, const T* grad_out, T* grad_in, in
     const dims<R + 2> out_st = element_strides<R>(p.output_shape, p.memory_layout);
     const index_t C = p.input_shape[1];
     const index_t in_volume = p.input_spatial_volume();
-    // Plain arrays, as in reference_pool_outputs: the oracle of the backward tests.
-    index_t ist[R], ost[R], ish[R], dil[R];
-    const window *table[R], *cover[R];
-    for (std::size_t a = 0; a < R; ++a) {
-        ist[a] = in_st[a + 2];
-        ost[a] = out_st[a + 2];
-        ish[a] = p.input_shape[a + 2];
-        dil[a] = p.geometry.dilations[a];
-        table[a] = p.axis(a);
-        cover[a] = p.covers(a);
-    }
+    const reference_axes<R> ax(p, in_st, out_st);
+    const index_t *ist = ax.in_stride, *ost = ax.out_stride, *ish = ax.in_shape, *dil = ax.dilation;
+    const window *const *table = ax.table, *const *cover = ax.cover;
     for (index_t item = item_begin; item < item_end; ++item) {
         const index_t n = item / C, c = item % C;
         T* gi = grad_in + n * in_st[0] + c * in_st[1];

@@ -16,6 +16,27 @@ namespace detail {
 
 enum class pool_op { average, sum };
 
+/// A plan's per-axis values in plain arrays for the reference loops: every test compares
+/// against them, also in the unoptimized sanitizer build, where each std::array access is a
+/// function call.
+template <std::size_t R>
+struct reference_axes {
+    index_t in_stride[R], out_stride[R], in_shape[R], out_shape[R], dilation[R];
+    const window* table[R];  // the forward windows
+    const window* cover[R];  // the outputs reaching each input (backward)
+    reference_axes(const plan_data<R>& p, const dims<R + 2>& in_st, const dims<R + 2>& out_st) noexcept {
+        for (std::size_t a = 0; a < R; ++a) {
+            in_stride[a] = in_st[a + 2];
+            out_stride[a] = out_st[a + 2];
+            in_shape[a] = p.input_shape[a + 2];
+            out_shape[a] = p.output_shape[a + 2];
+            dilation[a] = p.geometry.dilations[a];
+            table[a] = p.axis(a);
+            cover[a] = p.covers(a);
+        }
+    }
+};
+
 /// Pools the outputs flat_begin .. flat_end - 1 (channels-first order of the output spatial
 /// positions) of the (n, c) plane `item` = n * C + c. Every output is computed on its own, so
 /// a plane may be split into ranges (across threads) without changing any value.
@@ -28,17 +49,9 @@ void reference_pool_outputs(const plan_data<R>& p, const T* in, T* out, pool_op 
     const index_t n = item / C, c = item % C;
     const T* src = in + n * in_st[0] + c * in_st[1];
     T* dst = out + n * out_st[0] + c * out_st[1];
-    // Per-axis values in plain arrays: every test compares against this loop, also in the
-    // unoptimized sanitizer build, where each std::array access is a function call.
-    index_t ist[R], ost[R], osh[R], dil[R];
-    const window* table[R];
-    for (std::size_t a = 0; a < R; ++a) {
-        ist[a] = in_st[a + 2];
-        ost[a] = out_st[a + 2];
-        osh[a] = p.output_shape[a + 2];
-        dil[a] = p.geometry.dilations[a];
-        table[a] = p.axis(a);
-    }
+    const reference_axes<R> ax(p, in_st, out_st);
+    const index_t *ist = ax.in_stride, *ost = ax.out_stride, *osh = ax.out_shape, *dil = ax.dilation;
+    const window* const* table = ax.table;
 
     index_t o[R];  // output position, odometer order (last axis fastest)
     index_t rest = flat_begin;
