@@ -337,6 +337,70 @@ TEST(ChannelsLast, LongKernelsStrideOne) {
     }
 }
 
+// Infinite and NaN inputs through every channels-last path (register, ring, block-sum, slice)
+// and divisor kind (powers of two, others, include-pad): each output is what the reference's
+// double sum gives, +-Inf for a window holding one sign of Inf, NaN for both signs or a NaN.
+// (The corrected quotient once turned an infinite sum into NaN: Inf - Inf in its correction.)
+template <class T, std::size_t R>
+void expect_non_finite_like_reference(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
+                                      const std::string& what) {
+    SCOPED_TRACE(what);
+    auto plan = avgpool::pooling<R>::create(shape, a, avgpool::layout::channels_last);
+    ASSERT_TRUE(plan.ok());
+    const auto& d = avgpool::detail::plan_access::data(*plan);
+    ASSERT_TRUE((avgpool::detail::cl_applicable<T, R>(d)));
+    std::vector<T> in(static_cast<std::size_t>(plan->input_size()), T(1));
+    const T inf = std::numeric_limits<T>::infinity();
+    for (std::size_t i = 0; i < in.size(); i += 37) in[i] = inf;
+    for (std::size_t i = 11; i < in.size(); i += 101) in[i] = -inf;
+    if (in.size() > 500) in[500] = std::numeric_limits<T>::quiet_NaN();
+    const std::size_t n = static_cast<std::size_t>(plan->output_size());
+    const index_t planes = shape[0] * shape[1];
+    for (auto op : {pool_op::average, pool_op::sum}) {
+        std::vector<T> fast(n, T(7)), ref(n);
+        const avgpool::detail::cl_kernel<T, R> kernel(d, op);
+        kernel.run(in.data(), fast.data(), 0, kernel.items());
+        avgpool::detail::reference_pool<T, R>(d, in.data(), ref.data(), op, 0, planes);
+        int inf_outputs = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+            if (std::isnan(ref[i])) {
+                ASSERT_TRUE(std::isnan(fast[i])) << "output " << i << ": " << fast[i];
+            } else if (std::isinf(ref[i])) {
+                ++inf_outputs;
+                ASSERT_EQ(fast[i], ref[i]) << "output " << i;
+            } else {
+                ASSERT_NEAR(static_cast<double>(fast[i]), static_cast<double>(ref[i]), 1e-5 * std::fabs(ref[i]))
+                    << "output " << i;
+            }
+        }
+        EXPECT_GT(inf_outputs, 0);
+    }
+}
+
+TEST(ChannelsLast, NonFiniteInputsLikeReference) {
+    avgpool::pool_attrs<2> two, three, three_inc, seven;
+    two.kernel = two.strides = {2, 2};  // divisor 4: the exact reciprocal
+    three.kernel = {3, 3};
+    three.pads_begin = three.pads_end = {1, 1};  // divisors 4, 6, 9
+    three_inc = three;
+    three_inc.strides = {2, 2};
+    three_inc.divisor = avgpool::divisor_type::include_pad;
+    seven.kernel = {7, 7};
+    seven.pads_begin = seven.pads_end = {3, 3};  // wider than the ring: the block-sum path
+    avgpool::pool_attrs<2> global;
+    global.kernel = {7, 7};
+    for (index_t C : {8, 24, 32, 40}) {
+        const std::string c = " C=" + std::to_string(C);
+        expect_non_finite_like_reference<float, 2>({1, C, 8, 10}, two, "2x2 s2" + c);
+        expect_non_finite_like_reference<float, 2>({1, C, 8, 10}, three, "3x3 s1 p1" + c);
+        expect_non_finite_like_reference<float, 2>({1, C, 9, 9}, three_inc, "3x3 s2 p1 include" + c);
+        expect_non_finite_like_reference<float, 2>({1, C, 9, 11}, seven, "7x7 s1 p3" + c);
+        expect_non_finite_like_reference<float, 2>({1, C, 7, 7}, global, "global 7x7" + c);
+        expect_non_finite_like_reference<double, 2>({1, C, 8, 10}, three, "double 3x3 s1 p1" + c);
+        expect_non_finite_like_reference<double, 2>({1, C, 8, 10}, two, "double 2x2 s2" + c);
+    }
+}
+
 // The mean of many ones is exactly 1, through forward().
 TEST(ChannelsLast, MeanOfOnesIsExact) {
     avgpool::pool_attrs<2> a;

@@ -302,7 +302,8 @@ private:
         AVGPOOL_CL_INLINE V corrected(V a) const noexcept {
 #if AVGPOOL_HAS_XSIMD && defined(__FMA__)
             const V q{a.v * r.v};
-            return V{xsimd::fma(xsimd::fnma(q.v, d.v, a.v), r.v, q.v)};
+            // An infinite sum makes the correction inf - inf = NaN: its quotient is q as is.
+            return V{xsimd::select(xsimd::isinf(q.v), q.v, xsimd::fma(xsimd::fnma(q.v, d.v, a.v), r.v, q.v))};
 #else
             return a / d;
 #endif
