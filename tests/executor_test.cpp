@@ -406,10 +406,10 @@ bool rows_split(const avgpool::result<avgpool::pooling<R>>& plan) {
     return avgpool::detail::plane_blocks(d.input_shape[0] * d.input_shape[1], outer_rows, plan->input_size()).split();
 }
 
-// Planes 1-3 (split over rows) and 40 (one item per plane), every channels-first kernel path.
-// Each few-plane case reads just over split_min_elements input elements in all (so the rows
-// are split) and C = 40 uses small planes: the suite also runs under the sanitizers, where
-// every element costs ~50x more.
+// Planes 1-3 (few planes: split over rows where the shape allows) and 40 (one item per plane),
+// every channels-first kernel path. The few-plane cases read just over split_min_elements
+// input elements in all (the split cases are asserted below), and C = 40 cuts its outer
+// extents by 4: the suite also runs under the sanitizers, where every element costs ~50x more.
 template <class T>
 void pooling_suite() {
     using avgpool::pooling;

@@ -294,6 +294,35 @@ TEST(SameKernel, ForwardAndBackwardMatchReference) {
     same_suite<double>(150);
 }
 
+// Tall planes in row segments (kernel width x plane above the mask budget): output rows go
+// in pairs through the whole plane, with an odd last row alone; every kernel height 1-7 (pairs
+// from 3), asymmetric pads, even and odd heights, rows just one vector wide and wider.
+TEST(SameKernel, TallPlanesPairRows) {
+    std::mt19937_64 gen(4242);
+    const index_t sizes[][2] = {{401, 8}, {200, 41}};  // H x W: odd and even heights
+    for (const auto& hw : sizes) {
+        const index_t H = hw[0], W = hw[1];
+        for (index_t k = 1; k <= 7; ++k) {
+            avgpool::pool_attrs<2> a;
+            a.kernel = {k, k};
+            a.pads_begin = {k / 3, (k - 1) / 2};
+            a.pads_end = {k - 1 - k / 3, k - 1 - (k - 1) / 2};
+            const avgpool::dims<4> shape{1, 2, H, W};
+            auto plan = avgpool::pooling<2>::create(shape, a);
+            ASSERT_TRUE(plan);
+            const auto& d = avgpool::detail::plan_access::data(*plan);
+            if (k >= 3) {
+                ASSERT_EQ(avgpool::detail::same_segment<2>(d), W) << "row segments expected, k = " << k;
+            }
+            const std::string what = describe<2>(shape, a, "tall");
+            compare<float, 2>(shape, a, gen, what, kernel_kind::same);
+            compare<double, 2>(shape, a, gen, what, kernel_kind::same);
+            compare_backward<float>(shape, a, gen, what);
+            if (::testing::Test::HasFatalFailure()) return;
+        }
+    }
+}
+
 // The horizontal pass reads whole vectors across row and plane boundaries and masks the
 // lanes out; an Inf or NaN next door must not leak in (a multiply by 0 would make NaN).
 TEST(SameKernel, NonFiniteNeighboursDoNotLeak) {
