@@ -511,6 +511,19 @@ private:
         }
     }
 
+    // A window's sum at offset j: its K - 1 older column sums, then the newest one v, in
+    // column order as in a direct sum.
+    template <int K>
+    AVGPOOL_CL_INLINE static V ring_sum(const T* const* older, index_t j, V v) noexcept {
+        if constexpr (K == 1) {
+            return v;
+        } else {
+            V acc = V::load(older[0] + j);
+            for (int t = 1; t + 1 < K; ++t) acc = acc + V::load(older[t] + j);
+            return acc + v;
+        }
+    }
+
     // One output of the ring path whose newest column is read from the input (src at
     // element offset off) and stored into its ring slot `last` for the next outputs, plus
     // the K - 1 older slots; divided (Avg) by the corrected quotient, which for a power-of-two
@@ -523,12 +536,7 @@ private:
             const index_t j = std::min(i, cb - L);
             const V v = s(off + j);
             if constexpr (K > S) v.store(last + j);
-            V acc = v;
-            if constexpr (K > 1) {
-                acc = V::load(older[0] + j);
-                for (int t = 1; t + 1 < K; ++t) acc = acc + V::load(older[t] + j);
-                acc = acc + v;
-            }
+            V acc = ring_sum<K>(older, j, v);
             if constexpr (Avg) acc = dv.corrected(acc);
             acc.store(o + j);
         }
@@ -540,12 +548,7 @@ private:
                           const quotient_by& dv) noexcept {
         for (index_t i = 0; i < cb; i += L) {
             const index_t j = std::min(i, cb - L);
-            V acc = V::load(last + j);
-            if constexpr (K > 1) {
-                acc = V::load(older[0] + j);
-                for (int t = 1; t + 1 < K; ++t) acc = acc + V::load(older[t] + j);
-                acc = acc + V::load(last + j);
-            }
+            V acc = ring_sum<K>(older, j, V::load(last + j));
             if (average) acc = dv(acc);
             acc.store(o + j);
         }
