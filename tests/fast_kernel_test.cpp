@@ -8,6 +8,7 @@
 #include "support/geometry.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <string>
@@ -404,6 +405,131 @@ void pair_suite(int cases) {
 TEST(PairKernel, ForwardAndBackwardMatchReference) {
     pair_suite<float>(300);
     pair_suite<double>(100);
+}
+
+// The channel-tile kernel (many small planes) on one plan: forward average and sum, and
+// backward, against the reference within the accuracy bound; each also run in two calls split
+// inside a tile (partial tiles), which must give the same bits as one call.
+template <class T, std::size_t R>
+void tile_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std::string& trace) {
+    SCOPED_TRACE(trace);
+    const auto& d = avgpool::detail::plan_access::data(plan);
+    ASSERT_TRUE((avgpool::detail::tile_applicable<T, R>(d))) << "expected the tile kernel";
+    const index_t items = d.input_shape[0] * d.input_shape[1];
+    const index_t cut = std::uniform_int_distribution<index_t>(1, items - 1)(gen);
+    double ksum = 0;
+    for (std::size_t ax = 0; ax < R; ++ax) ksum += static_cast<double>(d.geometry.kernel[ax]);
+    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    // Checks got against ref within the bound from ref_abs (the same computation on |x|).
+    auto check = [&](const std::vector<T>& got, const std::vector<T>& ref, const std::vector<T>& ref_abs,
+                     const char* what) {
+        for (std::size_t i = 0; i < got.size(); ++i) {
+            if (std::isnan(ref[i])) {
+                ASSERT_TRUE(std::isnan(got[i])) << what << " " << i;
+                continue;
+            }
+            const double bound = 4 * ksum * unit_roundoff<T>() * static_cast<double>(ref_abs[i]) * (1 + 1e-6) +
+                                 std::numeric_limits<T>::denorm_min();
+            ASSERT_LE(std::fabs(static_cast<double>(got[i]) - static_cast<double>(ref[i])), bound)
+                << what << " " << i << ": tile " << got[i] << " reference " << ref[i];
+        }
+    };
+    auto fill = [&](std::vector<T>& x, std::vector<T>& absx) {
+        for (std::size_t i = 0; i < x.size(); ++i) {
+            x[i] = static_cast<T>(dist(gen));
+            absx[i] = std::fabs(x[i]);
+        }
+    };
+    const std::size_t xn = static_cast<std::size_t>(plan.input_size()), on = static_cast<std::size_t>(plan.output_size());
+    std::vector<T> in(xn), absin(xn);
+    fill(in, absin);
+    for (auto op : {avgpool::detail::pool_op::average, avgpool::detail::pool_op::sum}) {
+        const char* what = op == avgpool::detail::pool_op::sum ? "sum output" : "average output";
+        std::vector<T> whole(on, T(1e30)), split(on, T(1e30)), ref(on), ref_abs(on);
+        const avgpool::detail::tile_kernel<T, R> k(d, op);
+        k.run(in.data(), whole.data(), 0, items);
+        k.run(in.data(), split.data(), cut, items);
+        k.run(in.data(), split.data(), 0, cut);
+        avgpool::detail::reference_pool<T, R>(d, in.data(), ref.data(), op, 0, items);
+        avgpool::detail::reference_pool<T, R>(d, absin.data(), ref_abs.data(), op, 0, items);
+        check(whole, ref, ref_abs, what);
+        if (::testing::Test::HasFatalFailure()) return;
+        ASSERT_EQ(0, std::memcmp(whole.data(), split.data(), on * sizeof(T))) << what << ": split at " << cut;
+    }
+    std::vector<T> g(on), absg(on);
+    fill(g, absg);
+    std::vector<T> whole(xn, T(1e30)), split(xn, T(1e30)), ref(xn), ref_abs(xn);
+    const avgpool::detail::tile_kernel<T, R> k(d, avgpool::detail::pool_op::average);
+    k.run_backward(g.data(), whole.data(), 0, items);
+    k.run_backward(g.data(), split.data(), cut, items);
+    k.run_backward(g.data(), split.data(), 0, cut);
+    avgpool::detail::reference_backward<T, R>(d, g.data(), ref.data(), 0, items);
+    avgpool::detail::reference_backward<T, R>(d, absg.data(), ref_abs.data(), 0, items);
+    check(whole, ref, ref_abs, "backward input");
+    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_EQ(0, std::memcmp(whole.data(), split.data(), xn * sizeof(T))) << "backward: split at " << cut;
+}
+
+// Small planes, 16 to 70 of them (whole and partial tiles), ranks 1-3, random attributes
+// (every pad mode, rounding, divisor, override, dilation, empty windows), and adaptive plans.
+template <class T, std::size_t R>
+void tile_suite(int cases) {
+    int ran = 0;
+    for (int c = 0; c < cases; ++c) {
+        const std::uint64_t seed = 95000 + 1000 * R + static_cast<std::uint64_t>(c) + (sizeof(T) == 4 ? 0 : 50000);
+        std::mt19937_64 gen(seed);
+        auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+        avgpool::dims<R + 2> shape{};
+        shape[0] = pick(1, 2);
+        shape[1] = pick(16, 35);
+        const index_t cap = R == 1 ? 40 : R == 2 ? 14 : 6;
+        avgpool::dims<R> spatial{};
+        for (std::size_t ax = 0; ax < R; ++ax) spatial[ax] = shape[ax + 2] = pick(1, cap);
+        if (pick(0, 4) == 0) {
+            avgpool::dims<R> out{};
+            for (std::size_t ax = 0; ax < R; ++ax) out[ax] = pick(1, std::min<index_t>(cap, 15));
+            auto plan = avgpool::pooling<R>::create_adaptive(shape, out);
+            ASSERT_TRUE(plan);
+            if (!avgpool::detail::tile_applicable<T, R>(avgpool::detail::plan_access::data(*plan))) continue;
+            tile_check<T, R>(*plan, gen, "adaptive seed " + std::to_string(seed));
+        } else {
+            const auto a = random_attrs<R>(gen, spatial);
+            auto plan = avgpool::pooling<R>::create(shape, a);
+            if (!plan || !avgpool::detail::tile_applicable<T, R>(avgpool::detail::plan_access::data(*plan))) continue;
+            tile_check<T, R>(*plan, gen, describe<R>(shape, a, "seed " + std::to_string(seed)));
+        }
+        if (::testing::Test::HasFatalFailure()) return;
+        ++ran;
+    }
+    EXPECT_GT(ran, cases / 2);  // most draws are small enough for the tile kernel
+}
+
+TEST(TileKernel, MatchesReferenceForwardAndBackward) {
+    tile_suite<float, 1>(150);
+    tile_suite<float, 2>(250);
+    tile_suite<float, 3>(150);
+    tile_suite<double, 2>(100);
+}
+
+// ShuffleNet's geometry takes the tile kernel through the public API, and both passes agree
+// with the reference; larger planes and single-row-long outputs stay with the row kernels.
+TEST(TileKernel, ChosenForManySmallPlanes) {
+    avgpool::pool_attrs<2> a;
+    a.kernel = {3, 3};
+    a.strides = {2, 2};
+    a.pads_begin = a.pads_end = {1, 1};
+    for (index_t hw : {7, 14}) {
+        auto plan = avgpool::pooling<2>::create({1, 40, hw, hw}, a);
+        ASSERT_TRUE(plan);
+        EXPECT_TRUE((avgpool::detail::tile_applicable<float, 2>(avgpool::detail::plan_access::data(*plan)))) << hw;
+        std::mt19937_64 gen(static_cast<std::uint64_t>(hw));
+        tile_check<float, 2>(*plan, gen, "shufflenet " + std::to_string(hw));
+    }
+    auto large = avgpool::pooling<2>::create({1, 40, 28, 28}, a);  // 784 inputs a plane
+    auto few = avgpool::pooling<2>::create({1, 8, 7, 7}, a);       // under two tiles of planes
+    ASSERT_TRUE(large && few);
+    EXPECT_FALSE((avgpool::detail::tile_applicable<float, 2>(avgpool::detail::plan_access::data(*large))));
+    EXPECT_FALSE((avgpool::detail::tile_applicable<float, 2>(avgpool::detail::plan_access::data(*few))));
 }
 
 // Global pooling takes its own path (one contiguous sum per plane).

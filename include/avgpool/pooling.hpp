@@ -20,6 +20,7 @@
 #include "detail/kernel_flat.hpp"
 #include "detail/kernel_pair.hpp"
 #include "detail/kernel_same.hpp"
+#include "detail/kernel_tile.hpp"
 #include "detail/plan.hpp"
 #include "detail/reference.hpp"
 #include "detail/windows.hpp"
@@ -385,6 +386,49 @@ private:
             }
     }
 
+    // The tile kernel's divisors (one per output of a plane, in double, then rounded) and its
+    // per-axis lists of the outputs that tap each input.
+    void build_tile_tables() {
+        const pool_geometry<R>& g = d_.geometry;
+        const std::size_t n = static_cast<std::size_t>(d_.output_spatial_volume());
+        d_.tile_rdiv_f.assign(n, 1.0f);
+        d_.tile_rdiv_d.assign(n, 1.0);
+        d_.tile_bscale_f.assign(n, 1.0f);
+        d_.tile_bscale_d.assign(n, 1.0);
+        for (std::size_t i = 0; i < n; ++i) {
+            const detail::window* w[R];
+            index_t rest = static_cast<index_t>(i);
+            for (std::size_t a = R; a-- > 0;) {
+                w[a] = d_.axis(a) + rest % g.output[a];
+                rest /= g.output[a];
+            }
+            bool empty = false;
+            const double div = detail::window_divisor<R>(d_, w, empty);
+            const double fwd = empty ? (d_.empty_window_nan ? 0.0 : 1.0) : div;  // 0 / 0 = NaN
+            const double bwd = empty ? 1.0 : div;
+            d_.tile_rdiv_f[i] = static_cast<float>(1.0 / fwd);
+            d_.tile_rdiv_d[i] = 1.0 / fwd;
+            d_.tile_bscale_f[i] = static_cast<float>(1.0 / bwd);
+            d_.tile_bscale_d[i] = 1.0 / bwd;
+        }
+        d_.tile_cover.clear();
+        d_.tile_cover_at.clear();
+        for (std::size_t a = 0; a < R; ++a) {
+            d_.tile_cover_axis[a] = d_.tile_cover_at.size();
+            const detail::window* w = d_.axis(a);
+            const detail::window* cv = d_.covers(a);
+            const index_t d = d_.adaptive ? 1 : g.dilations[a];
+            for (index_t x = 0; x < g.input[a]; ++x) {
+                d_.tile_cover_at.push_back(static_cast<index_t>(d_.tile_cover.size()));
+                for (index_t o = cv[x].first; o < cv[x].first + cv[x].count; ++o) {
+                    const index_t off = x - w[o].first;
+                    if (w[o].count > 0 && off >= 0 && off % d == 0 && off / d < w[o].count) d_.tile_cover.push_back(o);
+                }
+            }
+            d_.tile_cover_at.push_back(static_cast<index_t>(d_.tile_cover.size()));
+        }
+    }
+
     // Everything the other kernels read, derived from the windows.
     void derive_tables() {
         const pool_geometry<R>& g = d_.geometry;
@@ -417,6 +461,7 @@ private:
         }
 
         if (detail::same_geometry<R>(d_)) build_same_masks();
+        if (detail::tile_geometry<R>(d_)) build_tile_tables();
         if (detail::flat_geometry<R>(d_) || detail::same_geometry<R>(d_)) {
             // The whole divisor of each output: the override, or the product of the per-axis
             // factors with an empty window's 0 made 1 (0 / 1 = 0) or kept (0 / 0 = NaN).
@@ -457,6 +502,8 @@ private:
             fn(detail::pair_kernel<U, R>(d_, op));
         } else if (detail::same_applicable<U, R>(d_)) {
             fn(detail::same_kernel<U, R>(d_, op));
+        } else if (detail::tile_applicable<U, R>(d_)) {
+            fn(detail::tile_kernel<U, R>(d_, op));
         } else if (detail::flat_applicable<U, R>(d_)) {
             fn(detail::flat_kernel<U, R>(d_, op));
         } else if (detail::cf_applicable<U, R>(d_)) {
@@ -475,6 +522,9 @@ private:
             fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run_backward(g, gi, b, e); });
         } else if (detail::same_applicable<U, R>(d_)) {
             const detail::same_kernel<U, R> k(d_, detail::pool_op::sum, true);
+            fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run_backward(g, gi, b, e); });
+        } else if (detail::tile_applicable<U, R>(d_)) {
+            const detail::tile_kernel<U, R> k(d_, detail::pool_op::average);
             fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run_backward(g, gi, b, e); });
         } else if (detail::backward_cf_applicable<U, R>(d_)) {
             const detail::backward_cf<U, R> k(d_);

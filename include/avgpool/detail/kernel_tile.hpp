@@ -1,0 +1,261 @@
+// avgpool: header-only N-D average pooling.
+// SPDX-License-Identifier: MIT
+//
+// The channel-tile kernel, for channels-first tensors of many small planes (ShuffleNet's
+// stride-2 3x3 pools on 7x7 and 14x14, 2x2 pools on 14x14). There a row is shorter than two
+// vectors and the row kernels spend most of their time setting rows up. This kernel
+// transposes L planes (one vector of channels) into a tile where each spatial position is one
+// vector, sums on whole vectors with no edge cases, and transposes the results back (oneDNN's
+// JIT kernels treat plain layouts the same way). The sum is separable, one pass per axis
+// through the window tables: any rank, dilation, padding, divisor and adaptive windows.
+// Backward is its transpose: the gradients, times 1 / divisor, gathered back one axis at a
+// time through per-axis lists of the outputs that tap each input.
+// Every lane of a tile does the same operations, so a plane's result does not depend on which
+// tile (or executor chunk) it falls in.
+#ifndef AVGPOOL_DETAIL_KERNEL_TILE_HPP
+#define AVGPOOL_DETAIL_KERNEL_TILE_HPP
+
+#include <algorithm>
+#include <cstddef>
+#include <type_traits>
+#include <vector>
+
+#include "kernel_cf.hpp"
+#include "plan.hpp"
+#include "simd.hpp"
+
+namespace avgpool {
+namespace detail {
+
+// Planes of at most this many elements (input or output): a tile of them stays in L1.
+constexpr index_t tile_max_plane = 256;
+// Output rows at least this long are left to the row kernels, which do well on them.
+constexpr index_t tile_max_row = 15;
+
+/// Whether the geometry suits the tile kernel (independent of the element type).
+template <std::size_t R>
+bool tile_geometry(const plan_data<R>& p) noexcept {
+    if (R > 3 || p.memory_layout != layout::channels_first || p.global) return false;
+    const index_t xs = p.input_spatial_volume(), os = p.output_spatial_volume();
+    if (xs > tile_max_plane || os > tile_max_plane) return false;
+    if (p.geometry.output[R - 1] > tile_max_row) return false;
+    return p.input_shape[0] * p.input_shape[1] >= 16;  // enough planes for whole tiles
+}
+
+template <class T, std::size_t R>
+bool tile_applicable(const plan_data<R>& p) noexcept {
+    return !p.tile_rdiv_f.empty() && tile_geometry<R>(p);
+}
+
+/// Transposes an L x L block: row r of src (at src + r * ss) becomes column r of dst (row c at
+/// dst + c * ds). log2(L) rounds of interleaving rows r and r + L / 2.
+template <class T>
+inline void transpose_block(const T* src, index_t ss, T* dst, index_t ds) noexcept {
+    using V = vec<T>;
+    constexpr index_t L = static_cast<index_t>(V::width);
+#if AVGPOOL_HAS_XSIMD && defined(__AVX__)
+    if constexpr (std::is_same<T, float>::value && L == 8) {
+        // Rows r and r + 4 share a register (128-bit halves), then two in-lane rounds: 24
+        // shuffles where the generic network takes 48.
+        __m256 h[8], t[8];
+        for (int r = 0; r < 4; ++r) {
+            h[r] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src + r * ss)), _mm_loadu_ps(src + (r + 4) * ss), 1);
+            h[r + 4] = _mm256_insertf128_ps(_mm256_castps128_ps256(_mm_loadu_ps(src + r * ss + 4)), _mm_loadu_ps(src + (r + 4) * ss + 4), 1);
+        }
+        for (int k = 0; k < 8; k += 4) {
+            t[k] = _mm256_unpacklo_ps(h[k], h[k + 1]);
+            t[k + 1] = _mm256_unpackhi_ps(h[k], h[k + 1]);
+            t[k + 2] = _mm256_unpacklo_ps(h[k + 2], h[k + 3]);
+            t[k + 3] = _mm256_unpackhi_ps(h[k + 2], h[k + 3]);
+            _mm256_storeu_ps(dst + (k + 0) * ds, _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(1, 0, 1, 0)));
+            _mm256_storeu_ps(dst + (k + 1) * ds, _mm256_shuffle_ps(t[k], t[k + 2], _MM_SHUFFLE(3, 2, 3, 2)));
+            _mm256_storeu_ps(dst + (k + 2) * ds, _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(1, 0, 1, 0)));
+            _mm256_storeu_ps(dst + (k + 3) * ds, _mm256_shuffle_ps(t[k + 1], t[k + 3], _MM_SHUFFLE(3, 2, 3, 2)));
+        }
+        return;
+    }
+#endif
+    V a[L], b[L];
+    for (index_t r = 0; r < L; ++r) a[r] = V::load(src + r * ss);
+    for (index_t step = 1; step < L; step *= 2) {
+        for (index_t r = 0; r < L / 2; ++r) interleave2(a[r], a[r + L / 2], b[2 * r], b[2 * r + 1]);
+        std::copy(b, b + L, a);
+    }
+    for (index_t c = 0; c < L; ++c) a[c].store(dst + c * ds);
+}
+
+template <class T, std::size_t R>
+class tile_kernel {
+    using V = vec<T>;
+    static constexpr index_t L = static_cast<index_t>(V::width);
+
+public:
+    tile_kernel(const plan_data<R>& p, pool_op op) : p_(p), average_(op == pool_op::average) {
+        xs_ = p.input_spatial_volume();
+        os_ = p.output_spatial_volume();
+        // The largest stage: axes before a reduced to the output, a and after still input.
+        for (std::size_t a = 0; a <= R; ++a) {
+            index_t v = 1;
+            for (std::size_t b = 0; b < R; ++b) v *= b < a ? p.geometry.output[b] : p.geometry.input[b];
+            stage_ = std::max(stage_, v);
+        }
+    }
+
+    /// Planes item_begin .. item_end - 1 (item = n * C + c).
+    void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
+        std::vector<T> buf(static_cast<std::size_t>(2 * stage_ * L));
+        for (index_t p0 = item_begin; p0 < item_end; p0 += L) {
+            const index_t m = std::min(L, item_end - p0);
+            T* a = buf.data();
+            T* b = a + stage_ * L;
+            to_tile(in + p0 * xs_, xs_, m, a);
+            for (std::size_t ax = 0; ax < R; ++ax) {
+                reduce(ax, a, b);
+                std::swap(a, b);
+            }
+            from_tile(a, os_, m, out + p0 * os_);
+        }
+    }
+
+    /// As run(); the tile reads nothing past a plane (in_end is for the common interface).
+    void run_in(const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
+        (void)in_end;
+        run(in, out, item_begin, item_end);
+    }
+
+    /// backward(): grad_in planes item_begin .. item_end - 1 from grad_out.
+    void run_backward(const T* grad_out, T* grad_in, index_t item_begin, index_t item_end) const {
+        std::vector<T> buf(static_cast<std::size_t>(2 * stage_ * L));
+        const T* scale = p_.template tile_backward_scale<T>();
+        for (index_t p0 = item_begin; p0 < item_end; p0 += L) {
+            const index_t m = std::min(L, item_end - p0);
+            T* a = buf.data();
+            T* b = a + stage_ * L;
+            to_tile(grad_out + p0 * os_, os_, m, a);
+            for (index_t o = 0; o < os_; ++o) (V::load(a + o * L) * V::splat(scale[o])).store(a + o * L);
+            for (std::size_t ax = R; ax-- > 0;) {
+                expand(ax, a, b);
+                std::swap(a, b);
+            }
+            from_tile(a, xs_, m, grad_in + p0 * xs_);
+        }
+    }
+
+private:
+    // m planes of n elements at src (plane stride n) -> tile[i * L + lane]; lanes past m zero.
+    static void to_tile(const T* src, index_t n, index_t m, T* tile) noexcept {
+        index_t i = 0;
+        if (m == L)
+            for (; i + L <= n; i += L) transpose_block(src + i, n, tile + i * L, L);
+        for (; i < n; ++i)
+            for (index_t l = 0; l < L; ++l) tile[i * L + l] = l < m ? src[l * n + i] : T(0);
+    }
+    static void from_tile(const T* tile, index_t n, index_t m, T* dst) noexcept {
+        index_t i = 0;
+        if (m == L)
+            for (; i + L <= n; i += L) transpose_block(tile + i * L, L, dst + i, n);
+        for (; i < n; ++i)
+            for (index_t l = 0; l < m; ++l) dst[l * n + i] = tile[i * L + l];
+    }
+
+    // Axis ax from its input extent to its output extent; axes before it are already reduced.
+    // The last axis also divides (times the reciprocal of each output's divisor).
+    void reduce(std::size_t ax, const T* src, T* dst) const {
+        const pool_geometry<R>& g = p_.geometry;
+        index_t outer = 1, inner = 1;
+        for (std::size_t b = 0; b < ax; ++b) outer *= g.output[b];
+        for (std::size_t b = ax + 1; b < R; ++b) inner *= g.input[b];
+        const index_t X = g.input[ax], O = g.output[ax], d = p_.adaptive ? 1 : g.dilations[ax];
+        const window* w = p_.axis(ax);
+        const bool divide = average_ && ax + 1 == R;
+        const T* rdiv = p_.template tile_reciprocals<T>();
+        const index_t row = inner * L;  // elements per position of axis ax
+        for (index_t u = 0; u < outer; ++u) {
+            const T* s = src + u * X * row;
+            for (index_t o = 0; o < O; ++o) {
+                T* out = dst + (u * O + o) * row;
+                const T* first = s + w[o].first * row;
+                const T scale = divide ? rdiv[u * O + o] : T(1);
+                switch (w[o].count) {  // unrolled for the common counts
+                    case 0: taps<0>(first, 0, d * row, row, divide, scale, out); break;
+                    case 1: taps<1>(first, 1, d * row, row, divide, scale, out); break;
+                    case 2: taps<2>(first, 2, d * row, row, divide, scale, out); break;
+                    case 3: taps<3>(first, 3, d * row, row, divide, scale, out); break;
+                    case 4: taps<4>(first, 4, d * row, row, divide, scale, out); break;
+                    default: taps<-1>(first, w[o].count, d * row, row, divide, scale, out); break;
+                }
+            }
+        }
+    }
+
+    // out[j] = sum over t < n of first[t * step + j] (times scale), for j < len in vectors;
+    // N is n when known (-1: not).
+    template <int N>
+    static void taps(const T* first, index_t n, index_t step, index_t len, bool divide, T scale, T* out) noexcept {
+        const V f = V::splat(scale);
+        for (index_t j = 0; j < len; j += L) {
+            V acc = V::splat(T(0));
+            if constexpr (N > 0) {
+                acc = V::load(first + j);
+                for (int t = 1; t < N; ++t) acc = acc + V::load(first + t * step + j);
+            } else if constexpr (N < 0) {
+                acc = V::load(first + j);
+                for (index_t t = 1; t < n; ++t) acc = acc + V::load(first + t * step + j);
+            }
+            if (divide) acc = acc * f;
+            acc.store(out + j);
+        }
+    }
+
+    // The transpose of reduce: axis ax from its output extent back to its input extent; axes
+    // before it are still output, axes after it already input.
+    void expand(std::size_t ax, const T* src, T* dst) const {
+        const pool_geometry<R>& g = p_.geometry;
+        index_t outer = 1, inner = 1;
+        for (std::size_t b = 0; b < ax; ++b) outer *= g.output[b];
+        for (std::size_t b = ax + 1; b < R; ++b) inner *= g.input[b];
+        const index_t X = g.input[ax], O = g.output[ax];
+        const index_t* at = p_.tile_cover_at.data() + p_.tile_cover_axis[ax];
+        const index_t* list = p_.tile_cover.data();
+        const index_t row = inner * L;
+        for (index_t u = 0; u < outer; ++u) {
+            const T* s = src + u * O * row;
+            for (index_t x = 0; x < X; ++x) {
+                T* out = dst + (u * X + x) * row;
+                const index_t* c = list + at[x];
+                switch (at[x + 1] - at[x]) {  // unrolled for the common counts
+                    case 0: gather<0>(s, c, 0, row, out); break;
+                    case 1: gather<1>(s, c, 1, row, out); break;
+                    case 2: gather<2>(s, c, 2, row, out); break;
+                    case 3: gather<3>(s, c, 3, row, out); break;
+                    default: gather<-1>(s, c, at[x + 1] - at[x], row, out); break;
+                }
+            }
+        }
+    }
+
+    // out[j] = sum over t < n of s[c[t] * len + j], for j < len in vectors (N as in taps).
+    template <int N>
+    static void gather(const T* s, const index_t* c, index_t n, index_t len, T* out) noexcept {
+        for (index_t j = 0; j < len; j += L) {
+            V acc = V::splat(T(0));
+            if constexpr (N > 0) {
+                acc = V::load(s + c[0] * len + j);
+                for (int t = 1; t < N; ++t) acc = acc + V::load(s + c[t] * len + j);
+            } else if constexpr (N < 0) {
+                acc = V::load(s + c[0] * len + j);
+                for (index_t t = 1; t < n; ++t) acc = acc + V::load(s + c[t] * len + j);
+            }
+            acc.store(out + j);
+        }
+    }
+
+    const plan_data<R>& p_;
+    bool average_;
+    index_t xs_ = 0, os_ = 0, stage_ = 1;
+};
+
+}  // namespace detail
+}  // namespace avgpool
+
+#endif  // AVGPOOL_DETAIL_KERNEL_TILE_HPP
