@@ -414,7 +414,9 @@ template <class T, std::size_t R>
 void tile_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std::string& trace) {
     SCOPED_TRACE(trace);
     const auto& d = avgpool::detail::plan_access::data(plan);
-    ASSERT_TRUE((avgpool::detail::tile_applicable<T, R>(d))) << "expected the tile kernel";
+    // Backward takes the kernel on larger planes than forward does.
+    const bool forward = avgpool::detail::tile_applicable<T, R>(d);
+    ASSERT_TRUE((avgpool::detail::tile_applicable<T, R>(d, true))) << "expected the tile kernel";
     const index_t items = d.input_shape[0] * d.input_shape[1];
     const index_t cut = std::uniform_int_distribution<index_t>(1, items - 1)(gen);
     double ksum = 0;
@@ -444,6 +446,7 @@ void tile_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std
     std::vector<T> in(xn), absin(xn);
     fill(in, absin);
     for (auto op : {avgpool::detail::pool_op::average, avgpool::detail::pool_op::sum}) {
+        if (!forward) break;
         const char* what = op == avgpool::detail::pool_op::sum ? "sum output" : "average output";
         std::vector<T> whole(on, T(1e30)), split(on, T(1e30)), ref(on), ref_abs(on);
         const avgpool::detail::tile_kernel<T, R> k(d, op);
@@ -482,7 +485,8 @@ void tile_suite(int cases) {
         avgpool::dims<R + 2> shape{};
         shape[0] = pick(1, 2);
         shape[1] = pick(16, 35);
-        const index_t cap = R == 1 ? 40 : R == 2 ? 14 : 6;
+        const bool large = pick(0, 3) == 0;  // planes only backward takes
+        const index_t cap = R == 1 ? (large ? 400 : 40) : R == 2 ? (large ? 30 : 14) : (large ? 9 : 6);
         avgpool::dims<R> spatial{};
         for (std::size_t ax = 0; ax < R; ++ax) spatial[ax] = shape[ax + 2] = pick(1, cap);
         if (pick(0, 4) == 0) {
@@ -490,12 +494,12 @@ void tile_suite(int cases) {
             for (std::size_t ax = 0; ax < R; ++ax) out[ax] = pick(1, std::min<index_t>(cap, 15));
             auto plan = avgpool::pooling<R>::create_adaptive(shape, out);
             ASSERT_TRUE(plan);
-            if (!avgpool::detail::tile_applicable<T, R>(avgpool::detail::plan_access::data(*plan))) continue;
+            if (!avgpool::detail::tile_applicable<T, R>(avgpool::detail::plan_access::data(*plan), true)) continue;
             tile_check<T, R>(*plan, gen, "adaptive seed " + std::to_string(seed));
         } else {
             const auto a = random_attrs<R>(gen, spatial);
             auto plan = avgpool::pooling<R>::create(shape, a);
-            if (!plan || !avgpool::detail::tile_applicable<T, R>(avgpool::detail::plan_access::data(*plan))) continue;
+            if (!plan || !avgpool::detail::tile_applicable<T, R>(avgpool::detail::plan_access::data(*plan), true)) continue;
             tile_check<T, R>(*plan, gen, describe<R>(shape, a, "seed " + std::to_string(seed)));
         }
         if (::testing::Test::HasFatalFailure()) return;
@@ -526,10 +530,16 @@ TEST(TileKernel, ChosenForManySmallPlanes) {
         tile_check<float, 2>(*plan, gen, "shufflenet " + std::to_string(hw));
     }
     auto large = avgpool::pooling<2>::create({1, 40, 28, 28}, a);  // 784 inputs a plane
-    auto few = avgpool::pooling<2>::create({1, 8, 7, 7}, a);       // under two tiles of planes
-    ASSERT_TRUE(large && few);
-    EXPECT_FALSE((avgpool::detail::tile_applicable<float, 2>(avgpool::detail::plan_access::data(*large))));
-    EXPECT_FALSE((avgpool::detail::tile_applicable<float, 2>(avgpool::detail::plan_access::data(*few))));
+    auto larger = avgpool::pooling<2>::create({1, 40, 34, 34}, a);  // 1156
+    auto few = avgpool::pooling<2>::create({1, 8, 7, 7}, a);        // under two tiles of planes
+    ASSERT_TRUE(large && larger && few);
+    const auto& dl = avgpool::detail::plan_access::data(*large);
+    EXPECT_FALSE((avgpool::detail::tile_applicable<float, 2>(dl)));
+    EXPECT_TRUE((avgpool::detail::tile_applicable<float, 2>(dl, true)));  // backward only
+    std::mt19937_64 gen(28);
+    tile_check<float, 2>(*large, gen, "shufflenet 28 backward");
+    EXPECT_FALSE((avgpool::detail::tile_applicable<float, 2>(avgpool::detail::plan_access::data(*larger), true)));
+    EXPECT_FALSE((avgpool::detail::tile_applicable<float, 2>(avgpool::detail::plan_access::data(*few), true)));
 }
 
 // Global pooling takes its own path (one contiguous sum per plane).

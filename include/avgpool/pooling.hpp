@@ -461,7 +461,7 @@ private:
         }
 
         if (detail::same_geometry<R>(d_)) build_same_masks();
-        if (detail::tile_geometry<R>(d_)) build_tile_tables();
+        if (detail::tile_geometry<R>(d_, true)) build_tile_tables();  // the wider of the two
         if (detail::flat_geometry<R>(d_) || detail::same_geometry<R>(d_)) {
             // The whole divisor of each output: the override, or the product of the per-axis
             // factors with an empty window's 0 made 1 (0 / 1 = 0) or kept (0 / 0 = NaN).
@@ -523,7 +523,7 @@ private:
         } else if (detail::same_applicable<U, R>(d_)) {
             const detail::same_kernel<U, R> k(d_, detail::pool_op::sum, true);
             fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run_backward(g, gi, b, e); });
-        } else if (detail::tile_applicable<U, R>(d_)) {
+        } else if (detail::tile_applicable<U, R>(d_, true)) {
             const detail::tile_kernel<U, R> k(d_, detail::pool_op::average);
             fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run_backward(g, gi, b, e); });
         } else if (detail::backward_cf_applicable<U, R>(d_)) {

@@ -27,24 +27,30 @@
 namespace avgpool {
 namespace detail {
 
-// Planes of at most this many elements (input or output): a tile of them stays in L1.
+// Forward: planes of at most this many elements (input or output), so a tile stays in L1, and
+// output rows shorter than this; longer ones the row kernels do as well (measured: 28x28
+// planes at stride 2 ran no faster here, 32x32 ones slower).
 constexpr index_t tile_max_plane = 256;
-// Output rows at least this long are left to the row kernels, which do well on them.
-constexpr index_t tile_max_row = 15;
+constexpr index_t tile_max_row = 16;
+// Backward gains on larger planes too (28x28 and 32x32 at stride 2: 0.7x and 0.9x the time
+// of the row transpose), whose row setup costs more there.
+constexpr index_t tile_max_plane_backward = 1024;
+constexpr index_t tile_max_row_backward = 17;
 
-/// Whether the geometry suits the tile kernel (independent of the element type).
+/// Whether the geometry suits the tile kernel, forward or backward (any element type).
 template <std::size_t R>
-bool tile_geometry(const plan_data<R>& p) noexcept {
+bool tile_geometry(const plan_data<R>& p, bool backward = false) noexcept {
     if (R > 3 || p.memory_layout != layout::channels_first || p.global) return false;
     const index_t xs = p.input_spatial_volume(), os = p.output_spatial_volume();
-    if (xs > tile_max_plane || os > tile_max_plane) return false;
-    if (p.geometry.output[R - 1] > tile_max_row) return false;
+    const index_t plane = backward ? tile_max_plane_backward : tile_max_plane;
+    if (xs > plane || os > plane) return false;
+    if (p.geometry.output[R - 1] >= (backward ? tile_max_row_backward : tile_max_row)) return false;
     return p.input_shape[0] * p.input_shape[1] >= 16;  // enough planes for whole tiles
 }
 
 template <class T, std::size_t R>
-bool tile_applicable(const plan_data<R>& p) noexcept {
-    return !p.tile_rdiv_f.empty() && tile_geometry<R>(p);
+bool tile_applicable(const plan_data<R>& p, bool backward = false) noexcept {
+    return !p.tile_rdiv_f.empty() && tile_geometry<R>(p, backward);
 }
 
 /// Transposes an L x L block: row r of src (at src + r * ss) becomes column r of dst (row c at
