@@ -418,7 +418,10 @@ void tile_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std
     const bool forward = avgpool::detail::tile_applicable<T, R>(d);
     ASSERT_TRUE((avgpool::detail::tile_applicable<T, R>(d, true))) << "expected the tile kernel";
     const index_t items = d.input_shape[0] * d.input_shape[1];
-    const index_t cut = std::uniform_int_distribution<index_t>(1, items - 1)(gen);
+    // A split inside a tile (not at a multiple of the vector width L), so partial tiles run.
+    const index_t L = static_cast<index_t>(avgpool::detail::vec<T>::width);
+    index_t cut = std::uniform_int_distribution<index_t>(1, items - 1)(gen);
+    if (L > 1 && cut % L == 0) cut = cut + 1 < items ? cut + 1 : cut - 1;
     double ksum = 0;
     for (std::size_t ax = 0; ax < R; ++ax) ksum += static_cast<double>(d.geometry.kernel[ax]);
     std::uniform_real_distribution<double> dist(-4.0, 4.0);
@@ -509,14 +512,37 @@ void tile_suite(int cases) {
 }
 
 TEST(TileKernel, MatchesReferenceForwardAndBackward) {
-    tile_suite<float, 1>(150);
-    tile_suite<float, 2>(250);
-    tile_suite<float, 3>(150);
-    tile_suite<double, 2>(100);
+    tile_suite<float, 1>(120);
+    tile_suite<float, 2>(200);
+    tile_suite<float, 3>(120);
+    tile_suite<double, 1>(40);
+    tile_suite<double, 2>(60);
+    tile_suite<double, 3>(40);
+}
+
+// forward() and backward() of a plan through the public API give the bits of the tile kernel
+// run directly (so the dispatch really takes it).
+template <class T>
+void same_bits_as_tile(const avgpool::pooling<2>& plan, bool forward) {
+    const auto& d = avgpool::detail::plan_access::data(plan);
+    const index_t items = d.input_shape[0] * d.input_shape[1];
+    std::vector<T> in(static_cast<std::size_t>(forward ? plan.input_size() : plan.output_size()));
+    for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<T>(static_cast<double>(i % 23) * 0.37 - 3.0);
+    const std::size_t n = static_cast<std::size_t>(forward ? plan.output_size() : plan.input_size());
+    std::vector<T> api(n, T(7)), direct(n, T(9));
+    const avgpool::detail::tile_kernel<T, 2> k(d, avgpool::detail::pool_op::average);
+    if (forward) {
+        ASSERT_TRUE(plan.forward(in.data(), api.data()).ok());
+        k.run(in.data(), direct.data(), 0, items);
+    } else {
+        ASSERT_TRUE(plan.backward(in.data(), api.data()).ok());
+        k.run_backward(in.data(), direct.data(), 0, items);
+    }
+    EXPECT_EQ(0, std::memcmp(api.data(), direct.data(), n * sizeof(T))) << (forward ? "forward" : "backward");
 }
 
 // ShuffleNet's geometry takes the tile kernel through the public API, and both passes agree
-// with the reference; larger planes and single-row-long outputs stay with the row kernels.
+// with the reference; larger planes, long output rows and few planes stay with the row kernels.
 TEST(TileKernel, ChosenForManySmallPlanes) {
     avgpool::pool_attrs<2> a;
     a.kernel = {3, 3};
@@ -528,11 +554,33 @@ TEST(TileKernel, ChosenForManySmallPlanes) {
         EXPECT_TRUE((avgpool::detail::tile_applicable<float, 2>(avgpool::detail::plan_access::data(*plan)))) << hw;
         std::mt19937_64 gen(static_cast<std::uint64_t>(hw));
         tile_check<float, 2>(*plan, gen, "shufflenet " + std::to_string(hw));
+        same_bits_as_tile<float>(*plan, true);
+        same_bits_as_tile<float>(*plan, false);
+        same_bits_as_tile<double>(*plan, true);
+        same_bits_as_tile<double>(*plan, false);
     }
+    // A divisor override past 2^24 (exact in double only): the reciprocal is formed in double.
+    avgpool::pool_attrs<2> big = a;
+    big.divisor_override = (index_t(1) << 24) + 3;
+    auto huge = avgpool::pooling<2>::create({1, 20, 7, 7}, big);
+    ASSERT_TRUE(huge);
+    std::mt19937_64 gen7(7);
+    tile_check<float, 2>(*huge, gen7, "override 2^24 + 3");
+    tile_check<double, 2>(*huge, gen7, "override 2^24 + 3, double");
+
     auto large = avgpool::pooling<2>::create({1, 40, 28, 28}, a);  // 784 inputs a plane
     auto larger = avgpool::pooling<2>::create({1, 40, 34, 34}, a);  // 1156
-    auto few = avgpool::pooling<2>::create({1, 8, 7, 7}, a);        // under two tiles of planes
-    ASSERT_TRUE(large && larger && few);
+    auto few = avgpool::pooling<2>::create({1, 15, 7, 7}, a);       // under 16 planes
+    avgpool::pool_attrs<2> s1 = a;
+    s1.strides = {1, 1};
+    auto long_rows = avgpool::pooling<2>::create({1, 40, 3, 17}, s1);  // 51 inputs, rows of 17
+    ASSERT_TRUE(large && larger && few && long_rows);
+    EXPECT_FALSE((avgpool::detail::tile_applicable<float, 2>(avgpool::detail::plan_access::data(*long_rows), true)));
+    s1.strides = {1, 2};
+    auto rows_16 = avgpool::pooling<2>::create({1, 40, 8, 31}, s1);  // output rows of 16
+    ASSERT_TRUE(rows_16);
+    EXPECT_FALSE((avgpool::detail::tile_applicable<float, 2>(avgpool::detail::plan_access::data(*rows_16))));
+    EXPECT_TRUE((avgpool::detail::tile_applicable<float, 2>(avgpool::detail::plan_access::data(*rows_16), true)));
     const auto& dl = avgpool::detail::plan_access::data(*large);
     EXPECT_FALSE((avgpool::detail::tile_applicable<float, 2>(dl)));
     EXPECT_TRUE((avgpool::detail::tile_applicable<float, 2>(dl, true)));  // backward only

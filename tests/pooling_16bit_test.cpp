@@ -181,11 +181,13 @@ void staged_suite() {
         same.kernel = {7, 7};
         same.pads_begin = same.pads_end = {3, 3};
         staged_case<H, 2>({1, 5, 20, 70}, same, lay, gen);  // wider rows than a segment
-        avgpool::pool_attrs<2> narrow;  // narrow rows at stride 2 (the flat kernel)
+        avgpool::pool_attrs<2> narrow;  // narrow rows at stride 2
         narrow.kernel = {3, 3};
         narrow.strides = {2, 2};
         narrow.pads_begin = narrow.pads_end = {1, 1};
-        staged_case<H, 2>({1, 300, 7, 9}, narrow, lay, gen);  // many tiny planes: several groups
+        staged_case<H, 2>({1, 300, 7, 9}, narrow, lay, gen);  // many tiny planes: the tile kernel
+        staged_case<H, 2>({1, 12, 7, 9}, narrow, lay, gen);   // under 16 planes: the flat kernel
+        staged_case<H, 2>({1, 40, 20, 21}, narrow, lay, gen);  // planes over 256: the flat kernel
         avgpool::pool_attrs<2> global;
         global.kernel = {14, 14};
         staged_case<H, 2>({1, 40, 14, 14}, global, lay, gen);

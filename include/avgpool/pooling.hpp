@@ -71,8 +71,9 @@ constexpr bool checked_volume(const dims<N>& d, index_t& v) noexcept {
 }  // namespace detail
 
 /// A validated pooling plan: attributes checked and resolved once, window tables built once;
-/// then forward / sum / divisor run any number of times, on any element type, without
-/// allocating. Copyable; const methods are safe to call from several threads at once.
+/// then forward / sum / divisor run any number of times, on any element type (some kernels
+/// allocate a small scratch buffer per call). Copyable; const methods are safe to call from
+/// several threads at once.
 ///
 ///     avgpool::pool_attrs<2> a;
 ///     a.kernel = {3, 3};
@@ -386,15 +387,14 @@ private:
             }
     }
 
-    // The tile kernel's divisors (one per output of a plane, in double, then rounded) and its
-    // per-axis lists of the outputs that tap each input.
-    void build_tile_tables() {
+    // 1 / divisor for each output of a plane (the divisor in double, the quotient rounded once),
+    // an empty window's 0 made 1 (0 * 1 = 0) or kept under empty_window_nan (0 * inf = NaN);
+    // padded with 1s for whole-vector reads.
+    void build_plane_reciprocals() {
         const pool_geometry<R>& g = d_.geometry;
-        const std::size_t n = static_cast<std::size_t>(d_.output_spatial_volume());
-        d_.tile_rdiv_f.assign(n, 1.0f);
-        d_.tile_rdiv_d.assign(n, 1.0);
-        d_.tile_bscale_f.assign(n, 1.0f);
-        d_.tile_bscale_d.assign(n, 1.0);
+        const std::size_t n = static_cast<std::size_t>(d_.output_spatial_volume()), pad = 64;
+        d_.plane_rdiv_f.assign(n + pad, 1.0f);
+        d_.plane_rdiv_d.assign(n + pad, 1.0);
         for (std::size_t i = 0; i < n; ++i) {
             const detail::window* w[R];
             index_t rest = static_cast<index_t>(i);
@@ -404,13 +404,15 @@ private:
             }
             bool empty = false;
             const double div = detail::window_divisor<R>(d_, w, empty);
-            const double fwd = empty ? (d_.empty_window_nan ? 0.0 : 1.0) : div;  // 0 / 0 = NaN
-            const double bwd = empty ? 1.0 : div;
-            d_.tile_rdiv_f[i] = static_cast<float>(1.0 / fwd);
-            d_.tile_rdiv_d[i] = 1.0 / fwd;
-            d_.tile_bscale_f[i] = static_cast<float>(1.0 / bwd);
-            d_.tile_bscale_d[i] = 1.0 / bwd;
+            const double eff = empty ? (d_.empty_window_nan ? 0.0 : 1.0) : div;
+            d_.plane_rdiv_f[i] = static_cast<float>(1.0 / eff);
+            d_.plane_rdiv_d[i] = 1.0 / eff;
         }
+    }
+
+    // The tile kernel's per-axis lists of the outputs that tap each input (for backward).
+    void build_tile_cover() {
+        const pool_geometry<R>& g = d_.geometry;
         d_.tile_cover.clear();
         d_.tile_cover_at.clear();
         for (std::size_t a = 0; a < R; ++a) {
@@ -461,7 +463,8 @@ private:
         }
 
         if (detail::same_geometry<R>(d_)) build_same_masks();
-        if (detail::tile_geometry<R>(d_, true)) build_tile_tables();  // the wider of the two
+        if (detail::same_geometry<R>(d_) || detail::tile_geometry<R>(d_, true)) build_plane_reciprocals();
+        if (detail::tile_geometry<R>(d_, true)) build_tile_cover();  // backward's, the wider
         if (detail::flat_geometry<R>(d_) || detail::same_geometry<R>(d_)) {
             // The whole divisor of each output: the override, or the product of the per-axis
             // factors with an empty window's 0 made 1 (0 / 1 = 0) or kept (0 / 0 = NaN).
@@ -481,14 +484,6 @@ private:
                     const double v = eff(outer * static_cast<double>(last[o].divisor));
                     d_.flat_div_f[static_cast<std::size_t>(r * Wo + o)] = static_cast<float>(v);
                     d_.flat_div_d[static_cast<std::size_t>(r * Wo + o)] = v;
-                }
-            }
-            if (detail::same_geometry<R>(d_)) {
-                d_.same_rdiv_f.assign(size + pad, 1.0f);
-                d_.same_rdiv_d.assign(size + pad, 1.0);
-                for (std::size_t i = 0; i < size; ++i) {
-                    d_.same_rdiv_f[i] = static_cast<float>(1.0 / d_.flat_div_d[i]);
-                    d_.same_rdiv_d[i] = 1.0 / d_.flat_div_d[i];
                 }
             }
         }

@@ -60,7 +60,7 @@ index_t same_segment(const plan_data<R>& p) noexcept {
 
 template <class T, std::size_t R>
 bool same_applicable(const plan_data<R>& p) noexcept {
-    return p.max_divisor <= exact_integer_limit<T>() && !p.same_rdiv_f.empty() &&
+    return p.max_divisor <= exact_integer_limit<T>() && !p.plane_rdiv_f.empty() &&
            same_geometry<R>(p);
 }
 
@@ -84,7 +84,7 @@ public:
         m_ = same_segment<R>(p);
         stride_ = m_ + 64;  // the slack build_same_masks() leaves per tap
         masks_ = p.template same_masks<T>(transpose);
-        rgrid_ = p.template same_reciprocals<T>();
+        rgrid_ = p.template plane_reciprocals<T>();
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).

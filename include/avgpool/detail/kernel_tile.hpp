@@ -2,11 +2,11 @@
 // SPDX-License-Identifier: MIT
 //
 // The channel-tile kernel, for channels-first tensors of many small planes (ShuffleNet's
-// stride-2 3x3 pools on 7x7 and 14x14, 2x2 pools on 14x14). There a row is shorter than two
-// vectors and the row kernels spend most of their time setting rows up. This kernel
-// transposes L planes (one vector of channels) into a tile where each spatial position is one
-// vector, sums on whole vectors with no edge cases, and transposes the results back (oneDNN's
-// JIT kernels treat plain layouts the same way). The sum is separable, one pass per axis
+// stride-2 3x3 pools on 7x7 and 14x14). There a row is shorter than two vectors and the row
+// kernels spend most of their time setting rows up. This kernel transposes L planes (one
+// vector of channels) into a tile where each spatial position is one vector, sums on whole
+// vectors with no edge cases, and transposes the results back (oneDNN's JIT kernels treat
+// plain layouts the same way). The sum is separable, one pass per axis
 // through the window tables: any rank, dilation, padding, divisor and adaptive windows.
 // Backward is its transpose: the gradients, times 1 / divisor, gathered back one axis at a
 // time through per-axis lists of the outputs that tap each input.
@@ -50,7 +50,7 @@ bool tile_geometry(const plan_data<R>& p, bool backward = false) noexcept {
 
 template <class T, std::size_t R>
 bool tile_applicable(const plan_data<R>& p, bool backward = false) noexcept {
-    return !p.tile_rdiv_f.empty() && tile_geometry<R>(p, backward);
+    return !p.tile_cover_at.empty() && !p.plane_rdiv_f.empty() && tile_geometry<R>(p, backward);
 }
 
 /// Transposes an L x L block: row r of src (at src + r * ss) becomes column r of dst (row c at
@@ -132,7 +132,9 @@ public:
     /// backward(): grad_in planes item_begin .. item_end - 1 from grad_out.
     void run_backward(const T* grad_out, T* grad_in, index_t item_begin, index_t item_end) const {
         std::vector<T> buf(static_cast<std::size_t>(2 * stage_ * L));
-        const T* scale = p_.template tile_backward_scale<T>();
+        // The forward reciprocals: an empty window's (inf or 1) never reaches grad_in, as no
+        // input lists it.
+        const T* scale = p_.template plane_reciprocals<T>();
         for (index_t p0 = item_begin; p0 < item_end; p0 += L) {
             const index_t m = std::min(L, item_end - p0);
             T* a = buf.data();
@@ -174,7 +176,7 @@ private:
         const index_t X = g.input[ax], O = g.output[ax], d = p_.adaptive ? 1 : g.dilations[ax];
         const window* w = p_.axis(ax);
         const bool divide = average_ && ax + 1 == R;
-        const T* rdiv = p_.template tile_reciprocals<T>();
+        const T* rdiv = p_.template plane_reciprocals<T>();
         const index_t row = inner * L;  // elements per position of axis ax
         for (index_t u = 0; u < outer; ++u) {
             const T* s = src + u * X * row;

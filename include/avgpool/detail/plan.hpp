@@ -57,43 +57,22 @@ struct plan_data {
     // The same for backward's flipped windows (pad_left' = kernel - 1 - pad_left).
     std::vector<float> same_bmask_f;
     std::vector<double> same_bmask_d;
-    // And its 1 / divisor per output of a plane (rounded once from the exact divisor).
-    std::vector<float> same_rdiv_f;
-    std::vector<double> same_rdiv_d;
-
-    // The tile kernel's (kernel_tile.hpp) 1 / divisor per output of a plane (empty windows as
-    // in flat_div), and backward's per output (an empty window's 0 made 1); empty when that
-    // kernel does not apply.
-    std::vector<float> tile_rdiv_f, tile_bscale_f;
-    std::vector<double> tile_rdiv_d, tile_bscale_d;
-    // And, per axis a, for each input x the outputs with a tap at x, ascending: tile_cover[
-    // tile_cover_at[tile_cover_axis[a] + x] .. tile_cover_at[tile_cover_axis[a] + x + 1]).
+    // 1 / divisor per output of a plane (rounded once from the exact divisor; empty windows as
+    // in flat_div), for the same-grid and tile kernels; empty when neither applies.
+    std::vector<float> plane_rdiv_f;
+    std::vector<double> plane_rdiv_d;
+    // The tile kernel's (kernel_tile.hpp) lists, per axis a, of the outputs with a tap at each
+    // input x, ascending: tile_cover[tile_cover_at[tile_cover_axis[a] + x] ..
+    // tile_cover_at[tile_cover_axis[a] + x + 1]); empty when that kernel does not apply.
     std::vector<index_t> tile_cover, tile_cover_at;
     std::array<std::size_t, R> tile_cover_axis{};
 
     template <class T>
-    const T* tile_reciprocals() const noexcept {
+    const T* plane_reciprocals() const noexcept {
         if constexpr (sizeof(T) == sizeof(float)) {
-            return tile_rdiv_f.data();
+            return plane_rdiv_f.data();
         } else {
-            return tile_rdiv_d.data();
-        }
-    }
-    template <class T>
-    const T* tile_backward_scale() const noexcept {
-        if constexpr (sizeof(T) == sizeof(float)) {
-            return tile_bscale_f.data();
-        } else {
-            return tile_bscale_d.data();
-        }
-    }
-
-    template <class T>
-    const T* same_reciprocals() const noexcept {
-        if constexpr (sizeof(T) == sizeof(float)) {
-            return same_rdiv_f.data();
-        } else {
-            return same_rdiv_d.data();
+            return plane_rdiv_d.data();
         }
     }
 
