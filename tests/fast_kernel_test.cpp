@@ -418,10 +418,10 @@ void tile_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std
     const bool forward = avgpool::detail::tile_applicable<T, R>(d);
     ASSERT_TRUE((avgpool::detail::tile_applicable<T, R>(d, true))) << "expected the tile kernel";
     const index_t items = d.input_shape[0] * d.input_shape[1];
-    // A split inside a tile (not at a multiple of the vector width L), so partial tiles run.
-    const index_t L = static_cast<index_t>(avgpool::detail::vec<T>::width);
+    // A split inside a tile (not at a multiple of the planes per tile P), so partial tiles run.
+    const index_t P = avgpool::detail::tile_kernel<T, R>(d, avgpool::detail::pool_op::sum).planes_per_tile();
     index_t cut = std::uniform_int_distribution<index_t>(1, items - 1)(gen);
-    if (L > 1 && cut % L == 0) cut = cut + 1 < items ? cut + 1 : cut - 1;
+    if (cut % P == 0) cut = cut + 1 < items ? cut + 1 : cut - 1;
     double ksum = 0;
     for (std::size_t ax = 0; ax < R; ++ax) ksum += static_cast<double>(d.geometry.kernel[ax]);
     std::uniform_real_distribution<double> dist(-4.0, 4.0);
