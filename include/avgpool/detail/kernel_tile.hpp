@@ -121,18 +121,13 @@ public:
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
     void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
-        std::vector<T> buf(static_cast<std::size_t>(2 * stage_ * P_));
-        for (index_t p0 = item_begin; p0 < item_end; p0 += P_) {
-            const index_t m = std::min(P_, item_end - p0);
-            T* a = buf.data();
-            T* b = a + stage_ * P_;
-            to_tile(in + p0 * xs_, xs_, m, a);
+        each_tile(in, xs_, out, os_, item_begin, item_end, [this](T* a, T* b) {
             for (std::size_t ax = 0; ax < R; ++ax) {
                 reduce(ax, a, b);
                 std::swap(a, b);
             }
-            from_tile(a, os_, m, out + p0 * os_);
-        }
+            return a;
+        });
     }
 
     /// As run(); the tile reads nothing past a plane (in_end is for the common interface).
@@ -143,26 +138,40 @@ public:
 
     /// backward(): grad_in planes item_begin .. item_end - 1 from grad_out.
     void run_backward(const T* grad_out, T* grad_in, index_t item_begin, index_t item_end) const {
-        std::vector<T> buf(static_cast<std::size_t>(2 * stage_ * P_));
         // The forward reciprocals: an empty window's (inf or 1) never reaches grad_in, as no
         // input lists it.
         const T* scale = p_.template plane_reciprocals<T>();
-        for (index_t p0 = item_begin; p0 < item_end; p0 += P_) {
-            const index_t m = std::min(P_, item_end - p0);
-            T* a = buf.data();
-            T* b = a + stage_ * P_;
-            to_tile(grad_out + p0 * os_, os_, m, a);
+        each_tile(grad_out, os_, grad_in, xs_, item_begin, item_end, [this, scale](T* a, T* b) {
             for (index_t o = 0; o < os_; ++o)
                 for (index_t u = 0; u < P_; u += L) (V::load(a + o * P_ + u) * V::splat(scale[o])).store(a + o * P_ + u);
             for (std::size_t ax = R; ax-- > 0;) {
                 expand(ax, a, b);
                 std::swap(a, b);
             }
-            from_tile(a, xs_, m, grad_in + p0 * xs_);
-        }
+            return a;
+        });
     }
 
 private:
+    // Planes [begin, end) of src (sn elements each) into tiles; passes(a, b) turns tile a into
+    // the result, with b as scratch, and returns where it is; dst planes (dn elements) from it.
+    template <class Passes>
+    void each_tile(const T* src, index_t sn, T* dst, index_t dn, index_t begin, index_t end, Passes&& passes) const {
+        std::vector<T> buf(static_cast<std::size_t>(2 * stage_ * P_));
+        for (index_t p0 = begin; p0 < end; p0 += P_) {
+            const index_t m = std::min(P_, end - p0);
+            to_tile(src + p0 * sn, sn, m, buf.data());
+            from_tile(passes(buf.data(), buf.data() + stage_ * P_), dn, m, dst + p0 * dn);
+        }
+    }
+
+    // Positions before axis ax (already output) and after it (still input), for both passes.
+    void around(std::size_t ax, index_t& outer, index_t& inner) const noexcept {
+        outer = inner = 1;
+        for (std::size_t b = 0; b < ax; ++b) outer *= p_.geometry.output[b];
+        for (std::size_t b = ax + 1; b < R; ++b) inner *= p_.geometry.input[b];
+    }
+
     // m planes of n elements at src (plane stride n) -> tile[i * P + lane]; lanes past m zero.
     void to_tile(const T* src, index_t n, index_t m, T* tile) const noexcept {
         if (m < P_) {  // a partial tile (the end of a chunk): its planes' lanes one by one
@@ -191,8 +200,7 @@ private:
     void reduce(std::size_t ax, const T* src, T* dst) const {
         const pool_geometry<R>& g = p_.geometry;
         index_t outer = 1, inner = 1;
-        for (std::size_t b = 0; b < ax; ++b) outer *= g.output[b];
-        for (std::size_t b = ax + 1; b < R; ++b) inner *= g.input[b];
+        around(ax, outer, inner);
         const index_t X = g.input[ax], O = g.output[ax], d = p_.adaptive ? 1 : g.dilations[ax];
         const window* w = p_.axis(ax);
         const bool divide = average_ && ax + 1 == R;
@@ -216,20 +224,26 @@ private:
         }
     }
 
-    // out[j] = sum over t < n of first[t * step + j] (times scale), for j < len in vectors;
-    // N is n when known (-1: not).
+    // The sum over taps t < n of the vector at at(t) (N is n when known, -1 when not; 0: zero).
+    template <int N, class At>
+    static V sum_taps(index_t n, At&& at) noexcept {
+        if constexpr (N == 0) {
+            (void)n;
+            return V::splat(T(0));
+        } else {
+            V acc = V::load(at(0));
+            const index_t count = N > 0 ? N : n;
+            for (index_t t = 1; t < count; ++t) acc = acc + V::load(at(t));
+            return acc;
+        }
+    }
+
+    // out[j] = sum over t < n of first[t * step + j] (times scale), for j < len in vectors.
     template <int N>
     static void taps(const T* first, index_t n, index_t step, index_t len, bool divide, T scale, T* out) noexcept {
         const V f = V::splat(scale);
         for (index_t j = 0; j < len; j += L) {
-            V acc = V::splat(T(0));
-            if constexpr (N > 0) {
-                acc = V::load(first + j);
-                for (int t = 1; t < N; ++t) acc = acc + V::load(first + t * step + j);
-            } else if constexpr (N < 0) {
-                acc = V::load(first + j);
-                for (index_t t = 1; t < n; ++t) acc = acc + V::load(first + t * step + j);
-            }
+            V acc = sum_taps<N>(n, [&](index_t t) { return first + t * step + j; });
             if (divide) acc = acc * f;
             acc.store(out + j);
         }
@@ -240,8 +254,7 @@ private:
     void expand(std::size_t ax, const T* src, T* dst) const {
         const pool_geometry<R>& g = p_.geometry;
         index_t outer = 1, inner = 1;
-        for (std::size_t b = 0; b < ax; ++b) outer *= g.output[b];
-        for (std::size_t b = ax + 1; b < R; ++b) inner *= g.input[b];
+        around(ax, outer, inner);
         const index_t X = g.input[ax], O = g.output[ax];
         const index_t* at = p_.tile_cover_at.data() + p_.tile_cover_axis[ax];
         const index_t* list = p_.tile_cover.data();
@@ -262,20 +275,11 @@ private:
         }
     }
 
-    // out[j] = sum over t < n of s[c[t] * len + j], for j < len in vectors (N as in taps).
+    // out[j] = sum over t < n of s[c[t] * len + j], for j < len in vectors.
     template <int N>
     static void gather(const T* s, const index_t* c, index_t n, index_t len, T* out) noexcept {
-        for (index_t j = 0; j < len; j += L) {
-            V acc = V::splat(T(0));
-            if constexpr (N > 0) {
-                acc = V::load(s + c[0] * len + j);
-                for (int t = 1; t < N; ++t) acc = acc + V::load(s + c[t] * len + j);
-            } else if constexpr (N < 0) {
-                acc = V::load(s + c[0] * len + j);
-                for (index_t t = 1; t < n; ++t) acc = acc + V::load(s + c[t] * len + j);
-            }
-            acc.store(out + j);
-        }
+        for (index_t j = 0; j < len; j += L)
+            sum_taps<N>(n, [&](index_t t) { return s + c[t] * len + j; }).store(out + j);
     }
 
     const plan_data<R>& p_;
