@@ -605,4 +605,81 @@ TEST(FastKernel, GlobalPooling) {
     EXPECT_TRUE(avgpool::detail::plan_access::data(*plan).global);
 }
 
+// Global pools of small planes go through cf_kernel in groups of one vector's worth of planes
+// (each plane's tail read as its last vector with the lanes already counted masked off):
+// plane sizes around every multiple of the vector width up to past the grouped path's limit,
+// plane counts that leave partial groups, both types and ranks 1-3; against the reference,
+// the same bits however the planes are split between calls, and nothing read across planes.
+template <class T, std::size_t R>
+void global_groups_case(const avgpool::dims<R + 2>& shape, std::mt19937_64& gen, const std::string& t) {
+    avgpool::pool_attrs<R> a;
+    for (std::size_t ax = 0; ax < R; ++ax) a.kernel[ax] = shape[ax + 2];
+    compare<T, R>(shape, a, gen, t);
+    auto plan = avgpool::pooling<R>::create(shape, a);
+    ASSERT_TRUE(plan.ok()) << t;
+    const auto& d = avgpool::detail::plan_access::data(*plan);
+    ASSERT_TRUE(d.global) << t;
+    const index_t items = shape[0] * shape[1], n = plan->input_size() / items;
+    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    std::vector<T> in(static_cast<std::size_t>(plan->input_size()));
+    for (T& x : in) x = static_cast<T>(dist(gen));
+    const avgpool::detail::cf_kernel<T, R> k(d, avgpool::detail::pool_op::average);
+    std::vector<T> whole(static_cast<std::size_t>(items)), split(whole.size(), T(-7)), rows(whole.size(), T(-7));
+    k.run(in.data(), whole.data(), 0, items);
+    for (index_t cut : {index_t(1), index_t(3), items / 2, items - 1}) {
+        if (cut <= 0 || cut >= items) continue;
+        std::fill(split.begin(), split.end(), T(-7));
+        k.run(in.data(), split.data(), cut, items);
+        k.run(in.data(), split.data(), 0, cut);
+        EXPECT_EQ(0, std::memcmp(whole.data(), split.data(), whole.size() * sizeof(T))) << t << " cut " << cut;
+    }
+    for (index_t i = 0; i < items; ++i) k.run_rows(in.data(), rows.data(), i, 0, 1);
+    EXPECT_EQ(0, std::memcmp(whole.data(), rows.data(), whole.size() * sizeof(T))) << t << " run_rows";
+    std::vector<T> via_api(whole.size(), T(-7));
+    ASSERT_TRUE(plan->forward(in.data(), via_api.data())) << t;
+    EXPECT_EQ(0, std::memcmp(whole.data(), via_api.data(), whole.size() * sizeof(T))) << t << " forward()";
+    // Ones with a NaN at the end of every third plane and an infinity at the start of the
+    // plane after it: each mean is exactly 1 (a lane counted twice or read from a neighbour
+    // would show), NaN or infinity only where the plane holds one.
+    std::fill(in.begin(), in.end(), T(1));
+    for (index_t i = 0; i + 1 < items; i += 3) {
+        in[static_cast<std::size_t>(i * n + n - 1)] = std::numeric_limits<T>::quiet_NaN();
+        in[static_cast<std::size_t>((i + 1) * n)] = std::numeric_limits<T>::infinity();
+    }
+    k.run(in.data(), whole.data(), 0, items);
+    for (index_t i = 0; i < items; ++i) {
+        const T y = whole[static_cast<std::size_t>(i)];
+        if (i % 3 == 0 && i + 1 < items) {
+            EXPECT_TRUE(std::isnan(y)) << t << " plane " << i;
+        } else if (i % 3 == 1) {
+            EXPECT_TRUE(std::isinf(y)) << t << " plane " << i;
+        } else {
+            EXPECT_EQ(y, T(1)) << t << " plane " << i;
+        }
+    }
+}
+
+template <class T>
+void global_groups_suite() {
+    constexpr index_t L = static_cast<index_t>(avgpool::detail::vec<T>::width);
+    const index_t most = avgpool::detail::global_group_max * L;
+    std::mt19937_64 gen(77 + sizeof(T));
+    for (index_t n : {L - 1, L, L + 1, 2 * L - 1, 3 * L + 1, most - 1, most, most + 1}) {
+        if (n < 1) continue;
+        global_groups_case<T, 1>({2, 2 * L + 3, n}, gen, "1-D n " + std::to_string(n));
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+    global_groups_case<T, 2>({1, 3 * L + 5, 7, 7}, gen, "7x7");
+    global_groups_case<T, 2>({2, L + 1, 8, 8}, gen, "8x8");
+    global_groups_case<T, 2>({1, 2 * L - 1, 13, 13}, gen, "13x13");
+    global_groups_case<T, 2>({1, 5, 14, 14}, gen, "14x14");
+    global_groups_case<T, 3>({1, L + 2, 2, 7, 7}, gen, "2x7x7");
+    global_groups_case<T, 3>({1, 3, 3, 5, 3}, gen, "3x5x3");
+}
+
+TEST(FastKernel, GlobalSmallPlanesInGroups) {
+    global_groups_suite<float>();
+    global_groups_suite<double>();
+}
+
 }  // namespace

@@ -15,7 +15,9 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 
 #include "plan.hpp"
@@ -76,6 +78,9 @@ bool cf_applicable(const plan_data<R>& p) noexcept {
     const index_t ke = (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1;
     return ke <= cf_buffer / 2;
 }
+
+// Global pools of planes up to this many vectors take cf_kernel's grouped path.
+constexpr index_t global_group_max = 32;
 
 /// Sum of n contiguous values: blocks of 4 independent vector accumulators, the block sums
 /// added in double. Error ~ (block / (4 * width) + log2 + n / block) * eps * sum|x|.
@@ -186,6 +191,23 @@ public:
         // Windows covering every axis but the first whole, first axis undilated: each output
         // row is one output summing a contiguous run of whole slices (see contiguous_row).
         if (!p.adaptive && g.dilations[0] == 1 && inner_axes_whole<R>(p)) contig_inner_ = p.input_spatial_volume() / g.input[0];
+        const index_t n = p.input_spatial_volume();
+        if (p.global && L > 1 && n >= L && n <= global_group_max * L) {
+            group_n_ = n;
+            // Lanes of the tail vector (the plane's last L values) that the whole vectors
+            // before it already counted: masked off.
+            const index_t counted = L - n % L;
+            for (index_t l = 0; l < L; ++l) {
+                using U = typename std::conditional<sizeof(T) == 4, std::uint32_t, std::uint64_t>::type;
+                const U bits = n % L != 0 && l >= counted ? ~U(0) : U(0);
+                std::memcpy(&tail_mask_[l], &bits, sizeof(T));
+            }
+            const window* w[R];
+            for (std::size_t a = 0; a < R; ++a) w[a] = p.axis(a);
+            bool empty = false;
+            group_div_ = static_cast<T>(window_divisor<R>(p, w, empty));
+            group_empty_ = empty;
+        }
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
@@ -198,6 +220,11 @@ public:
     void run_in(const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
         const index_t in_plane = p_.input_spatial_volume(), out_plane = p_.output_spatial_volume();
         if (p_.global) {
+            if (group_n_ > 0) {
+                for (index_t item = item_begin; item < item_end; item += L)
+                    global_group(in + item * in_plane, out + item, std::min(L, item_end - item));
+                return;
+            }
             for (index_t item = item_begin; item < item_end; ++item)
                 global(in + item * in_plane, out + item * out_plane, in_plane);
             return;
@@ -224,7 +251,10 @@ public:
         const T* src = in + item * in_plane;
         T* dst = out + item * out_plane;
         if (p_.global) {
-            global(src, dst, in_plane);
+            if (group_n_ > 0)
+                global_group(src, dst, 1);
+            else
+                global(src, dst, in_plane);
             return;
         }
         buffers b;
@@ -263,6 +293,48 @@ public:
     }
 
 private:
+    // Global pools of small planes (7x7, 8x8, 14x14: L <= n <= global_group_max * L), `count`
+    // <= L planes of n values at once; one output each. Summing a plane into one vector and
+    // reducing that vector alone costs a chain of shuffles and dependent adds per plane, more
+    // than reading it; here each plane is added into one vector (its tail read as the plane's
+    // last L values with the lanes already counted masked off, so nothing outside the plane is
+    // read), and the L vectors go through one tree of de-interleave + add steps that leaves
+    // plane i's sum in lane i. Every plane's lanes are added in the same order whatever its
+    // slot in the group, so results do not depend on the grouping (the executor's split).
+    // Error: n / L sequential adds per lane, then log2(L) levels: far inside the bound.
+    void global_group(const T* src, T* dst, index_t count) const {
+        const index_t n = group_n_;
+        V acc[L];
+        for (index_t i = 0; i < L; ++i) {
+            if (i >= count) {
+                acc[i] = V::splat(T(0));
+                continue;
+            }
+            const T* x = src + i * n;
+            V a = V::load(x);
+            index_t j = L;
+            for (; j + L <= n; j += L) a = a + V::load(x + j);
+            if (j < n) a = a + V::load(x + n - L).bit_and(V::load(tail_mask_));
+            acc[i] = a;
+        }
+        for (index_t m = L; m > 1; m /= 2) {
+            for (index_t i = 0; i < m / 2; ++i) {
+                V even, odd;
+                deinterleave2(acc[2 * i], acc[2 * i + 1], even, odd);
+                acc[i] = even + odd;  // lanes: acc[2i]'s pair sums, then acc[2i + 1]'s
+            }
+        }
+        V r = acc[0];
+        if (op_ == pool_op::average) r = group_empty_ ? V::splat(empty_window_value<T>(p_.empty_window_nan)) : r / V::splat(group_div_);
+        if (count == L) {
+            r.store(dst);
+            return;
+        }
+        alignas(64) T lanes[L];
+        r.store(lanes);
+        std::memcpy(dst, lanes, static_cast<std::size_t>(count) * sizeof(T));
+    }
+
     void global(const T* src, T* dst, index_t n) const {
         const double sum = contiguous_sum(src, n);
         if (op_ == pool_op::sum) {
@@ -562,6 +634,10 @@ private:
     index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, tile_ = 1, buf_len_ = 1;
     const T* last_div_ = nullptr;
     index_t contig_inner_ = 0;  // elements of one first-axis slice, when contiguous_row applies
+    index_t group_n_ = 0;        // plane size when global_group() applies, else 0
+    T group_div_ = T(1);
+    bool group_empty_ = false;
+    alignas(64) T tail_mask_[L] = {};
     hpass_fn hpass_ = nullptr;
 };
 
