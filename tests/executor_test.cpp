@@ -479,8 +479,8 @@ TEST(ExecutorPooling, ChannelsLastBitIdenticalFloat) { channels_last_suite<float
 TEST(ExecutorPooling, ChannelsLastBitIdenticalDouble) { channels_last_suite<double>(); }
 
 // The row split computes each output with the same code as the whole-plane kernels: forward()
-// of a few-plane plan equals the row kernel (cf_kernel::run) and the reference run directly
-// over whole planes, bit for bit.
+// of a few-plane plan equals the block kernel (flat_kernel::run) where it applies, else the
+// row kernel (cf_kernel::run) or the reference, run directly over whole planes, bit for bit.
 template <class T, std::size_t R>
 void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>>& plan, const std::string& what) {
     SCOPED_TRACE(what);
@@ -494,7 +494,9 @@ void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>
         const bool avg = op == avgpool::detail::pool_op::average;
         std::vector<T> split(n, T(3)), whole(n, T(4));
         ASSERT_TRUE(avg ? plan->forward(in.data(), split.data(), pool) : plan->sum(in.data(), split.data(), pool));
-        if (avgpool::detail::cf_applicable<T, R>(d))
+        if (avgpool::detail::flat_applicable<T, R>(d))
+            avgpool::detail::flat_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
+        else if (avgpool::detail::cf_applicable<T, R>(d))
             avgpool::detail::cf_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
         else
             avgpool::detail::reference_pool<T, R>(d, in.data(), whole.data(), op, 0, planes);

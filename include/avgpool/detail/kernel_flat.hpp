@@ -81,6 +81,25 @@ public:
     /// As run(), with the input readable up to in_end (narrow rows over-read up to 2 vectors
     /// past a plane's end while they stay below it).
     void run_in(const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
+        const index_t Ho = R == 1 ? 1 : p_.geometry.output[0];
+        run_span(in_end, in, out, item_begin * Ho, item_end * Ho);
+    }
+
+    /// Output rows row_begin .. row_end - 1 of plane `item` (R = 2; R = 1 has the one row 0),
+    /// for splitting few planes across threads. Each output row is computed on its own (its
+    /// vertical sum, then its horizontal taps), so the bits are run()'s whatever the split.
+    void run_rows(const T* in, T* out, index_t item, index_t row_begin, index_t row_end) const {
+        if (row_begin >= row_end) return;
+        const index_t Ho = R == 1 ? 1 : p_.geometry.output[0];
+        const index_t in_plane = R == 1 ? W_ : p_.geometry.input[0] * W_;
+        run_span(in + p_.input_shape[0] * p_.input_shape[1] * in_plane, in, out, item * Ho + row_begin,
+                 item * Ho + row_end);
+    }
+
+private:
+    // Rows g_begin .. g_end - 1 of all planes' output rows in order (row g is output row g % Ho
+    // of plane g / Ho), in blocks of rows_per_block_ that run across plane boundaries.
+    void run_span(const T* in_end, const T* in, T* out, index_t g_begin, index_t g_end) const {
         alignas(64) T buf[flat_block + 4 * L];
         alignas(64) T obuf[flat_block + 2 * L];  // a block's outputs, copied out at once
         T* P[2] = {buf, buf + rows_per_block_ * row_len_};
@@ -89,10 +108,9 @@ public:
         const index_t Ho = R == 1 ? 1 : g.output[0];
         const index_t in_plane = R == 1 ? W_ : g.input[0] * W_;
         const T* rows[cf_max_outer_rows];
-        const index_t g_end = item_end * Ho;
-        const T* src = in + item_begin * in_plane;  // plane of the next row to fill
-        index_t oh = 0;                             // its output row in that plane
-        for (index_t g0 = item_begin * Ho; g0 < g_end; g0 += rows_per_block_) {
+        const T* src = in + g_begin / Ho * in_plane;  // plane of the next row to fill
+        index_t oh = g_begin % Ho;                    // its output row in that plane
+        for (index_t g0 = g_begin; g0 < g_end; g0 += rows_per_block_) {
             const index_t nr = std::min(rows_per_block_, g_end - g0), oh0 = oh;
             for (index_t r = 0; r < nr; ++r) {
                 if constexpr (R == 1) {
@@ -113,7 +131,6 @@ public:
         }
     }
 
-private:
     // Vertical sum of N rows at column x, unrolled (N = 0: n rows at run time).
     template <int N>
     static V vsum(const T* const* rows, index_t n, index_t x) noexcept {
