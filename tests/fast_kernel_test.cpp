@@ -60,10 +60,11 @@ void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
         } else if (kind == kernel_kind::flat) {
             const avgpool::detail::flat_kernel<T, R> k(d, op);
             k.run(in.data(), fast.data(), 0, items);
-            if constexpr (R == 2) {
+            if constexpr (R >= 2) {
                 // Few planes are split into blocks of output rows (run_rows): the same bits
                 // for any cut, rows computed later first so that a spill past a block shows.
-                const index_t Ho = plan->output_shape()[2];
+                index_t Ho = 1;  // outer output rows per plane
+                for (std::size_t ax = 0; ax + 1 < R; ++ax) Ho *= plan->output_shape()[2 + ax];
                 std::vector<T> parts(n, T(1e30));
                 for (index_t item = 0; item < items; ++item) {
                     const index_t cut = std::uniform_int_distribution<index_t>(0, Ho)(gen);
@@ -190,7 +191,8 @@ TEST(FastKernel, WideRowsSpanSeveralTiles) {
 }
 
 // The block kernel: stride 1 or 2 and dilation 1 on the last axis, k <= 5, any width, pads and
-// rounding; random vertical geometry (R = 2); enough rows and planes to cross its row blocks.
+// rounding; random outer-axis geometry (R = 2, 3); enough rows and planes to cross its row
+// blocks; R = 3 includes 8 and 16 wide planes at stride 2 (one vector a row).
 template <class T, std::size_t R>
 void flat_suite(int cases) {
     int ran = 0;
@@ -206,15 +208,18 @@ void flat_suite(int cases) {
         a.pads_end[R - 1] = pick(0, k + 1);
         avgpool::dims<R + 2> shape{};
         shape[R + 1] = pick(1, 140);
-        if constexpr (R == 2) {
+        if constexpr (R >= 2) {
             shape[0] = pick(1, 2);
             shape[1] = pick(1, 3);
-            shape[2] = pick(1, 150);  // up to 150 rows: several blocks when W is large
-            a.kernel[0] = pick(1, std::min<index_t>(6, shape[2] + 2));
-            a.strides[0] = pick(1, 3);
-            a.dilations[0] = pick(1, 2);
-            a.pads_begin[0] = pick(0, a.kernel[0]);
-            a.pads_end[0] = pick(0, a.kernel[0]);
+            for (std::size_t ax = 0; ax + 1 < R; ++ax) {
+                // R = 2: up to 150 rows, several blocks when W is large; R = 3: up to 20 x 20.
+                shape[2 + ax] = pick(1, R == 2 ? 150 : 20);
+                a.kernel[ax] = pick(1, std::min<index_t>(6, shape[2 + ax] + 2));
+                a.strides[ax] = pick(1, 3);
+                a.dilations[ax] = pick(1, 2);
+                a.pads_begin[ax] = pick(0, a.kernel[ax]);
+                a.pads_end[ax] = pick(0, a.kernel[ax]);
+            }
         } else {
             shape[0] = pick(1, 3);
             shape[1] = pick(1, 200);  // planes are the rows: several blocks
@@ -238,6 +243,10 @@ TEST(FlatKernel, Rank1MatchesReference) {
 TEST(FlatKernel, Rank2MatchesReference) {
     flat_suite<float, 2>(300);
     flat_suite<double, 2>(100);
+}
+TEST(FlatKernel, Rank3MatchesReference) {
+    flat_suite<float, 3>(200);
+    flat_suite<double, 3>(60);
 }
 
 // backward() through the same-grid kernel's transpose against the reference backward, with

@@ -473,13 +473,19 @@ private:
                 return prod != 0 ? prod : (d_.empty_window_nan ? 0.0 : 1.0);
             };
             const index_t Wo = g.output[R - 1];
-            const index_t rows = R == 1 ? 1 : g.output[0];
+            index_t rows = 1;  // outer output rows of a plane (every axis but the last)
+            for (std::size_t a = 0; a + 1 < R; ++a) rows *= g.output[a];
             // + pad: the kernel reads whole vectors past a row's end (values unused).
             const std::size_t size = static_cast<std::size_t>(rows * Wo);
             d_.flat_div_f.assign(size + pad, 1.0f);
             d_.flat_div_d.assign(size + pad, 1.0);
             for (index_t r = 0; r < rows; ++r) {
-                const double outer = R == 1 ? 1.0 : static_cast<double>(d_.axis(0)[r].divisor);
+                double outer = 1.0;  // the outer axes' factors of row r
+                index_t rest = r;
+                for (std::size_t a = R - 1; a-- > 0;) {
+                    outer *= static_cast<double>(d_.axis(a)[rest % g.output[a]].divisor);
+                    rest /= g.output[a];
+                }
                 for (index_t o = 0; o < Wo; ++o) {
                     const double v = eff(outer * static_cast<double>(last[o].divisor));
                     d_.flat_div_f[static_cast<std::size_t>(r * Wo + o)] = static_cast<float>(v);

@@ -1,7 +1,7 @@
 // avgpool: header-only N-D average pooling.
 // SPDX-License-Identifier: MIT
 //
-// The block kernel for the common memory-bound shapes: R = 1 or 2, last axis with dilation 1,
+// The block kernel for the common memory-bound shapes: R = 1 to 3, last axis with dilation 1,
 // stride s = 1 or 2 and a kernel of at most 5 taps. Vertical sums of a block of rows go to a buffer whose rows keep
 // their zero padding between them (written once per call), de-interleaved into even / odd
 // phases at stride 2, so the horizontal pass has no edge cases: output ow of a row reads phase
@@ -31,13 +31,19 @@ constexpr index_t flat_max_grid = index_t(1) << 18;
 /// Whether the geometry suits the flattened kernel (independent of the element type).
 template <std::size_t R>
 bool flat_geometry(const plan_data<R>& p) noexcept {
-    if (R > 2 || p.memory_layout != layout::channels_first || p.global || p.adaptive) return false;
+    if (R > 3 || p.memory_layout != layout::channels_first || p.global || p.adaptive) return false;
     const pool_geometry<R>& g = p.geometry;
     const index_t Wo = g.output[R - 1], s = g.strides[R - 1];
     if (g.dilations[R - 1] != 1 || (s != 1 && s != 2) || g.kernel[R - 1] > flat_max_kernel) return false;
     if ((Wo - 1) * s + g.kernel[R - 1] > flat_block / 2) return false;  // a padded row fits
-    if (R == 2) {
-        if (g.kernel[0] > cf_max_outer_rows || g.output[0] * Wo > flat_max_grid) return false;
+    if (R >= 2) {
+        // Every outer axis's window rows in one list; the divisor grid covers a plane.
+        index_t taps = 1, outputs = Wo;
+        for (std::size_t a = 0; a + 1 < R; ++a) {
+            taps *= g.kernel[a];
+            outputs *= g.output[a];
+            if (taps > cf_max_outer_rows || outputs > flat_max_grid) return false;
+        }
     }
     return true;
 }
@@ -69,57 +75,65 @@ public:
         Wd_ = std::clamp<index_t>(span - pb_, 0, W_);
         rows_per_block_ = std::max<index_t>(1, flat_block / (row_len_ * s_));
         grid_ = p.template flat_divisor<T>();
+        for (std::size_t a = 0; a + 1 < R; ++a) outer_ *= g.output[a];
+        in_plane_ = p.input_spatial_volume();
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c). Blocks of output rows run across
     /// plane boundaries, so small planes (7x7) share the per-block costs.
     void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
-        const index_t in_plane = R == 1 ? W_ : p_.geometry.input[0] * W_;
-        run_in(in + p_.input_shape[0] * p_.input_shape[1] * in_plane, in, out, item_begin, item_end);
+        run_in(in + p_.input_shape[0] * p_.input_shape[1] * in_plane_, in, out, item_begin, item_end);
     }
 
     /// As run(), with the input readable up to in_end (narrow rows over-read up to 2 vectors
     /// past a plane's end while they stay below it).
     void run_in(const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
-        const index_t Ho = R == 1 ? 1 : p_.geometry.output[0];
-        run_span(in_end, in, out, item_begin * Ho, item_end * Ho);
+        run_span(in_end, in, out, item_begin * outer_, item_end * outer_);
     }
 
-    /// Output rows row_begin .. row_end - 1 of plane `item` (R = 2; R = 1 has the one row 0),
+    /// Outer output rows row_begin .. row_end - 1 of plane `item` (row r is the flat index over
+    /// every axis but the last: oh for R = 2, od * Ho + oh for R = 3; R = 1 has the one row 0),
     /// for splitting few planes across threads. Each output row is computed on its own (its
     /// vertical sum, then its horizontal taps), so the bits are run()'s whatever the split.
     void run_rows(const T* in, T* out, index_t item, index_t row_begin, index_t row_end) const {
         if (row_begin >= row_end) return;
-        const index_t Ho = R == 1 ? 1 : p_.geometry.output[0];
-        const index_t in_plane = R == 1 ? W_ : p_.geometry.input[0] * W_;
-        run_span(in + p_.input_shape[0] * p_.input_shape[1] * in_plane, in, out, item * Ho + row_begin,
-                 item * Ho + row_end);
+        run_span(in + p_.input_shape[0] * p_.input_shape[1] * in_plane_, in, out, item * outer_ + row_begin,
+                 item * outer_ + row_end);
     }
 
 private:
-    // Rows g_begin .. g_end - 1 of all planes' output rows in order (row g is output row g % Ho
-    // of plane g / Ho), in blocks of rows_per_block_ that run across plane boundaries.
+    // Rows g_begin .. g_end - 1 of all planes' outer output rows in order (row g is row g % outer_
+    // of plane g / outer_), in blocks of rows_per_block_ that run across plane boundaries.
     void run_span(const T* in_end, const T* in, T* out, index_t g_begin, index_t g_end) const {
         alignas(64) T buf[flat_block + 4 * L];
         alignas(64) T obuf[flat_block + 2 * L];  // a block's outputs, copied out at once
         T* P[2] = {buf, buf + rows_per_block_ * row_len_};
         std::fill(buf, buf + rows_per_block_ * row_len_ * s_ + L, T(0));  // the padding, once
         const pool_geometry<R>& g = p_.geometry;
-        const index_t Ho = R == 1 ? 1 : g.output[0];
-        const index_t in_plane = R == 1 ? W_ : g.input[0] * W_;
+        const index_t Ho = outer_, in_plane = in_plane_;
         const T* rows[cf_max_outer_rows];
         const T* src = in + g_begin / Ho * in_plane;  // plane of the next row to fill
-        index_t oh = g_begin % Ho;                    // its output row in that plane
+        index_t oh = g_begin % Ho;                    // its outer output row in that plane
         for (index_t g0 = g_begin; g0 < g_end; g0 += rows_per_block_) {
             const index_t nr = std::min(rows_per_block_, g_end - g0), oh0 = oh;
             for (index_t r = 0; r < nr; ++r) {
                 if constexpr (R == 1) {
                     rows[0] = src;
                     vertical(P, r, rows, 1, in_end);
-                } else {
+                } else if constexpr (R == 2) {
                     const window& wh = p_.axis(0)[oh];
                     for (index_t i = 0; i < wh.count; ++i) rows[i] = src + (wh.first + i * g.dilations[0]) * W_;
                     vertical(P, r, rows, wh.count, in_end);
+                } else {
+                    // The window's (d, h) rows, d outer: the order the other kernels sum in.
+                    const index_t H = g.input[1], Ho1 = g.output[1];
+                    const window& wd = p_.axis(0)[oh / Ho1];
+                    const window& wh = p_.axis(1)[oh % Ho1];
+                    index_t n = 0;
+                    for (index_t i = 0; i < wd.count; ++i)
+                        for (index_t j = 0; j < wh.count; ++j)
+                            rows[n++] = src + ((wd.first + i * g.dilations[0]) * H + wh.first + j * g.dilations[1]) * W_;
+                    vertical(P, r, rows, n, in_end);
                 }
                 if (++oh == Ho) {
                     oh = 0;
@@ -154,6 +168,7 @@ private:
             case 1: vrow<1>(P, r, rows, n, in_end); break;
             case 2: vrow<2>(P, r, rows, n, in_end); break;
             case 3: vrow<3>(P, r, rows, n, in_end); break;
+            case 9: vrow<9>(P, r, rows, n, in_end); break;  // 3x3 outer taps (3-D)
             default: vrow<0>(P, r, rows, n, in_end); break;
         }
     }
@@ -185,6 +200,17 @@ private:
         const index_t q = pb_ % 2;
         T* even_x = P[q] + r * row_len_ + pb_ / 2;
         T* odd_x = P[1 - q] + r * row_len_ + (pb_ + 1) / 2;
+        if (Wd_ <= L && in_end - rows[n - 1] >= L) {
+            // Rows of at most one vector (3-D pools on 8 to 16 wide planes): one vertical sum,
+            // its upper half of the pair zero; the phases are re-zeroed past their last value.
+            V e, o;
+            deinterleave2(vsum<N>(rows, n, 0), V::splat(T(0)), e, o);
+            e.store(even_x);
+            o.store(odd_x);
+            V::splat(T(0)).store(even_x + (Wd_ + 1) / 2);
+            V::splat(T(0)).store(odd_x + Wd_ / 2);
+            return;
+        }
         index_t m = 0;
         for (; 2 * (m + L) <= Wd_; m += L) {
             V e, o;
@@ -247,6 +273,7 @@ private:
     const plan_data<R>& p_;
     pool_op op_;
     index_t W_ = 0, Wo_ = 0, s_ = 1, k_ = 1, pb_ = 0, row_len_ = 1, rows_per_block_ = 1, Wd_ = 0;
+    index_t outer_ = 1, in_plane_ = 1;  // outer output rows and input values per plane
     const T* grid_ = nullptr;
 };
 
