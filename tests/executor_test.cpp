@@ -479,8 +479,9 @@ TEST(ExecutorPooling, ChannelsLastBitIdenticalFloat) { channels_last_suite<float
 TEST(ExecutorPooling, ChannelsLastBitIdenticalDouble) { channels_last_suite<double>(); }
 
 // The row split computes each output with the same code as the whole-plane kernels: forward()
-// of a few-plane plan equals the block kernel (flat_kernel::run) where it applies, else the
-// row kernel (cf_kernel::run) or the reference, run directly over whole planes, bit for bit.
+// of a few-plane plan equals the block kernel (flat_kernel::run) where the split takes it (rows
+// up to 128 wide), else the row kernel (cf_kernel::run) or the reference, run directly over
+// whole planes, bit for bit.
 template <class T, std::size_t R>
 void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>>& plan, const std::string& what) {
     SCOPED_TRACE(what);
@@ -494,7 +495,7 @@ void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>
         const bool avg = op == avgpool::detail::pool_op::average;
         std::vector<T> split(n, T(3)), whole(n, T(4));
         ASSERT_TRUE(avg ? plan->forward(in.data(), split.data(), pool) : plan->sum(in.data(), split.data(), pool));
-        if (avgpool::detail::flat_applicable<T, R>(d))
+        if (avgpool::detail::flat_split_applicable<T, R>(d))
             avgpool::detail::flat_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
         else if (avgpool::detail::cf_applicable<T, R>(d))
             avgpool::detail::cf_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
@@ -525,6 +526,13 @@ void split_suite() {
         expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 9, 5000}, attrs_of<2>(3, 1, 1)), name("wide", C));
         expect_split_matches_whole_planes<T, 2>(pooling<2>::create_adaptive({1, C, 128, 131}, {7, 10}), name("adaptive", C));
         expect_split_matches_whole_planes<T, 3>(pooling<3>::create({1, C, 12, 36, 40}, attrs_of<3>(3, 1, 1)), name("3-D", C));
+        // Narrow rows: the split takes the block kernel.
+        EXPECT_TRUE(rows_split(pooling<2>::create({1, C, 300, 56}, attrs_of<2>(3, 2, 1)))) << C;
+        EXPECT_TRUE(rows_split(pooling<3>::create({1, C, 128, 16, 8}, attrs_of<3>(3, 2, 1)))) << C;
+        expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 300, 56}, attrs_of<2>(3, 2, 1)),
+                                                name("3x3 s2 56 wide", C));
+        expect_split_matches_whole_planes<T, 3>(pooling<3>::create({1, C, 128, 16, 8}, attrs_of<3>(3, 2, 1)),
+                                                name("3-D 8 wide s2", C));
         expect_split_matches_whole_planes<T, 4>(pooling<4>::create({1, C, 8, 9, 10, 24}, attrs_of<4>(3, 2, 1)), name("4-D", C));
         avgpool::pool_attrs<2> big = attrs_of<2>(3, 1, 1);
         big.divisor_override = 20000001;  // the reference path for float

@@ -705,14 +705,14 @@ private:
                 return status{};
             }
             // Few planes: blocks of outer output rows (every axis but the last) through the
-            // block kernel where it applies, else the row-wise kernel, so that N = 1 with few
-            // channels still uses every thread. The
+            // block kernel where it applies to rows up to flat_split_max_width, else the
+            // row-wise kernel, so that N = 1 with few channels still uses every thread. The
             // choice reads the shape only, so each output comes from the same code whatever
             // the executor (bit-identical results).
             index_t outer_rows = 1;
             for (std::size_t a = 0; a + 1 < R; ++a) outer_rows *= d_.output_shape[a + 2];
             const detail::plane_blocks rows(items, d_.global ? 1 : outer_rows, input_size());
-            if (rows.split() && detail::flat_applicable<T, R>(d_)) {
+            if (rows.split() && detail::flat_split_applicable<T, R>(d_)) {
                 const detail::flat_kernel<T, R> kernel(d_, op);
                 return blocks(rows, [&kernel, in, out](index_t plane, index_t r0, index_t r1) {
                     kernel.run_rows(in, out, plane, r0, r1);
