@@ -365,6 +365,52 @@ TEST(SameKernel, NonFiniteNeighboursDoNotLeak) {
     EXPECT_TRUE(std::isnan(out[104]));
 }
 
+// 3x3 pad 1 on planes 8 wide with an even number of rows (Inception's 8x8 branch pools), which
+// AVX-512 float builds run with the plane in registers: every divisor rule and the override,
+// sums, 2 to 16 rows, plane counts around one and many; non-finite values stay in their
+// windows and do not reach the neighbouring planes.
+TEST(SameKernel, EightWidePlanes) {
+    std::mt19937_64 gen(808);
+    for (index_t H : {2, 4, 8, 16}) {
+        for (index_t C : {1, 5, 33}) {
+            for (int mode = 0; mode < 3; ++mode) {
+                avgpool::pool_attrs<2> a;
+                a.kernel = {3, 3};
+                a.pads_begin = {1, 1};
+                a.pads_end = {1, 1};
+                if (mode == 1) a.divisor = avgpool::divisor_type::include_pad;
+                if (mode == 2) a.divisor_override = 7;
+                const std::string t = "H " + std::to_string(H) + " C " + std::to_string(C) + " mode " + std::to_string(mode);
+                compare<float, 2>({1, C, H, 8}, a, gen, t, kernel_kind::same);
+                compare<double, 2>({1, C, H, 8}, a, gen, t + " double", kernel_kind::same);
+                if (::testing::Test::HasFatalFailure()) return;
+            }
+        }
+    }
+    avgpool::pool_attrs<2> a;
+    a.kernel = {3, 3};
+    a.pads_begin = {1, 1};
+    a.pads_end = {1, 1};
+    auto plan = avgpool::pooling<2>::create({1, 4, 8, 8}, a);
+    ASSERT_TRUE(plan);
+    std::vector<float> in(4 * 64, 1.0f), out(4 * 64, 0.0f);
+    for (int i = 0; i < 64; ++i) in[static_cast<std::size_t>(i)] = std::numeric_limits<float>::infinity();
+    for (int i = 128; i < 192; ++i) in[static_cast<std::size_t>(i)] = std::numeric_limits<float>::quiet_NaN();
+    in[192 + 8 * 3 + 7] = std::numeric_limits<float>::quiet_NaN();  // plane 3, row 3, column 7
+    ASSERT_TRUE(plan->forward(in.data(), out.data()));
+    for (int i = 0; i < 64; ++i) {
+        EXPECT_TRUE(std::isinf(out[static_cast<std::size_t>(i)])) << "output " << i;
+        EXPECT_EQ(out[static_cast<std::size_t>(64 + i)], 1.0f) << "output " << 64 + i;
+        EXPECT_TRUE(std::isnan(out[static_cast<std::size_t>(128 + i)])) << "output " << 128 + i;
+        const int r = i / 8, c = i % 8;
+        const bool near = r >= 2 && r <= 4 && c >= 6;
+        EXPECT_EQ(std::isnan(out[static_cast<std::size_t>(192 + i)]), near) << "plane 3 output " << i;
+        if (!near) {
+            EXPECT_EQ(out[static_cast<std::size_t>(192 + i)], 1.0f) << "plane 3 output " << i;
+        }
+    }
+}
+
 // 2x2 stride 2 with whole windows: any extents (odd ones leave a row / column unread), pads
 // that no window reaches, every divisor rule and override; forward in two calls and backward.
 template <class T>

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "kernel_cf.hpp"
@@ -85,6 +86,8 @@ public:
         stride_ = m_ + 64;  // the slack build_same_masks() leaves per tap
         masks_ = p.template same_masks<T>(transpose);
         rgrid_ = p.template plane_reciprocals<T>();
+        narrow8_ = !transpose && narrow8_supported() && W_ == 8 && H_ % 2 == 0 && kh_ == 3 && kw_ == 3 &&
+                   pt_ == 1 && pl_ == 1;
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
@@ -97,6 +100,10 @@ public:
     /// As run(), with the input readable in [in_begin, in_end) (vector reads reach up to
     /// pad_left before a plane and kw + L past it while they stay inside).
     void run_in(const T* in_begin, const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
+        if (narrow8_) {
+            narrow8(in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
+            return;
+        }
         std::vector<T> buf(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), T(0));
         for (index_t item = item_begin; item < item_end; ++item)
             plane(in_begin, in_end, in + item * n_, out + item * n_, buf.data());
@@ -121,6 +128,69 @@ public:
     }
 
 private:
+    static constexpr bool narrow8_supported() noexcept {
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+        return std::is_same<T, float>::value && L == 16;
+#else
+        return false;
+#endif
+    }
+
+    // 3x3 pad 1 on planes 8 wide with an even number of rows (Inception's 8x8 branch pools),
+    // float with AVX-512: a vector is two rows, so the plane stays in registers. The rows
+    // above and below are the neighbouring vectors' halves (one alignr each), the columns left
+    // and right one lane across the pair (alignr with the lanes of column 0 or 7 zeroed), so
+    // a plane costs 3 shuffles per vector against 10 loads through the general path, whose
+    // per-plane set-up also cost as much as the sums on 64-value planes. The window sums of
+    // the general path in another order (vertical first), within the accuracy bound; NaN and
+    // Inf stay in their windows (zeroed lanes, not multiplied).
+    void narrow8(const T* src, T* dst, index_t count) const {
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+        if constexpr (narrow8_supported()) {
+            const index_t nv = H_ / 2;  // vectors per plane
+            const bool average = op_ == pool_op::average;
+            const __m512 zero = _mm512_setzero_ps();
+            // maskz with every lane: the plain alignr intrinsic trips GCC 12's
+            // -Wmaybe-uninitialized inside its own header; it is the same instruction.
+            const __mmask16 all = 0xffff, not_first = 0xfefe, not_last = 0x7f7f;  // columns 1-7, 0-6
+            // Lanes shifted by `by` across the pair (lo, hi): alignr of hi:lo, lanes outside `keep` zero.
+            auto across = [](__mmask16 keep, __m512 hi, __m512 lo, auto by) {
+                return _mm512_castsi512_ps(
+                    _mm512_maskz_alignr_epi32(keep, _mm512_castps_si512(hi), _mm512_castps_si512(lo), decltype(by)::value));
+            };
+            using half = std::integral_constant<int, 8>;
+            // The vertical sum of vector `cur` (rows above + rows + rows below).
+            auto vsum = [&](__m512 prev, __m512 cur, __m512 next) {
+                return _mm512_add_ps(_mm512_add_ps(across(all, cur, prev, half{}), cur), across(all, next, cur, half{}));
+            };
+            for (index_t c = 0; c < count; ++c) {
+                const T* x = src + c * n_;
+                T* y = dst + c * n_;
+                __m512 prev = zero, cur = _mm512_loadu_ps(x), next = nv > 1 ? _mm512_loadu_ps(x + 16) : zero;
+                __m512 vprev = zero, vcur = vsum(prev, cur, next);
+                for (index_t j = 0; j < nv; ++j) {
+                    __m512 vnext = zero;  // vertical sums of vector j + 1 (zero past the plane)
+                    if (j + 1 < nv) {
+                        prev = cur;
+                        cur = next;
+                        next = j + 2 < nv ? _mm512_loadu_ps(x + 16 * (j + 2)) : zero;
+                        vnext = vsum(prev, cur, next);
+                    }
+                    const __m512 left = across(not_first, vcur, vprev, std::integral_constant<int, 15>{});
+                    const __m512 right = across(not_last, vnext, vcur, std::integral_constant<int, 1>{});
+                    __m512 acc = _mm512_add_ps(_mm512_add_ps(left, vcur), right);
+                    if (average) acc = _mm512_mul_ps(acc, _mm512_loadu_ps(rgrid_ + 16 * j));
+                    _mm512_storeu_ps(y + 16 * j, acc);
+                    vprev = vcur;
+                    vcur = vnext;
+                }
+            }
+            return;
+        }
+#endif
+        (void)src, (void)dst, (void)count;
+    }
+
     // One plane: src inside [in, in_end), which bounds the vector reads.
     void plane(const T* in, const T* in_end, const T* src, T* dst, T* buf) const {
         T* hs = buf + pt_ * W_;
@@ -277,6 +347,7 @@ private:
     index_t H_ = 0, W_ = 0, kh_ = 1, kw_ = 1, pt_ = 0, pl_ = 0, n_ = 0, m_ = 0, stride_ = 0;
     const T* masks_ = nullptr;
     const T* rgrid_ = nullptr;
+    bool narrow8_ = false;  // narrow8() runs the forward pass
 };
 
 }  // namespace detail
