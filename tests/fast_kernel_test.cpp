@@ -366,8 +366,8 @@ TEST(SameKernel, NonFiniteNeighboursDoNotLeak) {
 }
 
 // 3x3 pad 1 on planes 8 wide with an even number of rows (Inception's 8x8 branch pools), which
-// AVX-512 float builds run with the plane in registers: every divisor rule and the override,
-// sums, 2 to 16 rows, plane counts around one and many; non-finite values stay in their
+// AVX-512 float builds run with the plane in registers, forward and backward: every divisor
+// rule and the override, sums, 2 to 16 rows, plane counts around one and many; non-finite values stay in their
 // windows and do not reach the neighbouring planes.
 TEST(SameKernel, EightWidePlanes) {
     std::mt19937_64 gen(808);
@@ -383,6 +383,8 @@ TEST(SameKernel, EightWidePlanes) {
                 const std::string t = "H " + std::to_string(H) + " C " + std::to_string(C) + " mode " + std::to_string(mode);
                 compare<float, 2>({1, C, H, 8}, a, gen, t, kernel_kind::same);
                 compare<double, 2>({1, C, H, 8}, a, gen, t + " double", kernel_kind::same);
+                compare_backward<float>({1, C, H, 8}, a, gen, t);
+                compare_backward<double>({1, C, H, 8}, a, gen, t + " double");
                 if (::testing::Test::HasFatalFailure()) return;
             }
         }

@@ -86,8 +86,7 @@ public:
         stride_ = m_ + 64;  // the slack build_same_masks() leaves per tap
         masks_ = p.template same_masks<T>(transpose);
         rgrid_ = p.template plane_reciprocals<T>();
-        narrow8_ = !transpose && narrow8_supported() && W_ == 8 && H_ % 2 == 0 && kh_ == 3 && kw_ == 3 &&
-                   pt_ == 1 && pl_ == 1;
+        narrow8_ = narrow8_supported() && W_ == 8 && H_ % 2 == 0 && kh_ == 3 && kw_ == 3 && pt_ == 1 && pl_ == 1;
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
@@ -101,7 +100,7 @@ public:
     /// pad_left before a plane and kw + L past it while they stay inside).
     void run_in(const T* in_begin, const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
         if (narrow8_) {
-            narrow8(in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
+            narrow8<false>(in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
             return;
         }
         std::vector<T> buf(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), T(0));
@@ -112,6 +111,10 @@ public:
     /// backward() on a kernel made with transpose = true and pool_op::sum: each plane of
     /// grad_out times 1 / divisor, then summed over the flipped windows into grad_in.
     void run_backward(const T* grad_out, T* grad_in, index_t item_begin, index_t item_end) const {
+        if (narrow8_) {
+            narrow8<true>(grad_out + item_begin * n_, grad_in + item_begin * n_, item_end - item_begin);
+            return;
+        }
         std::vector<T> buf(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), T(0));
         // The scaled plane, between zeros: the horizontal pass's vector reads past either
         // end stay inside this buffer (masked lanes, so the zeros are never summed).
@@ -143,12 +146,14 @@ private:
     // a plane costs 3 shuffles per vector against 10 loads through the general path, whose
     // per-plane set-up also cost as much as the sums on 64-value planes. The window sums of
     // the general path in another order (vertical first), within the accuracy bound; NaN and
-    // Inf stay in their windows (zeroed lanes, not multiplied).
+    // Inf stay in their windows (zeroed lanes, not multiplied). Scaled (backward): each value
+    // times its 1 / divisor as it is loaded, then summed over the (symmetric) window.
+    template <bool Scaled>
     void narrow8(const T* src, T* dst, index_t count) const {
 #if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
         if constexpr (narrow8_supported()) {
             const index_t nv = H_ / 2;  // vectors per plane
-            const bool average = op_ == pool_op::average;
+            const bool average = !Scaled && op_ == pool_op::average;
             const __m512 zero = _mm512_setzero_ps();
             // maskz with every lane: the plain alignr intrinsic trips GCC 12's
             // -Wmaybe-uninitialized inside its own header; it is the same instruction.
@@ -166,14 +171,18 @@ private:
             for (index_t c = 0; c < count; ++c) {
                 const T* x = src + c * n_;
                 T* y = dst + c * n_;
-                __m512 prev = zero, cur = _mm512_loadu_ps(x), next = nv > 1 ? _mm512_loadu_ps(x + 16) : zero;
+                auto load = [&](index_t j) {
+                    const __m512 v = _mm512_loadu_ps(x + 16 * j);
+                    return Scaled ? _mm512_mul_ps(v, _mm512_loadu_ps(rgrid_ + 16 * j)) : v;
+                };
+                __m512 prev = zero, cur = load(0), next = nv > 1 ? load(1) : zero;
                 __m512 vprev = zero, vcur = vsum(prev, cur, next);
                 for (index_t j = 0; j < nv; ++j) {
                     __m512 vnext = zero;  // vertical sums of vector j + 1 (zero past the plane)
                     if (j + 1 < nv) {
                         prev = cur;
                         cur = next;
-                        next = j + 2 < nv ? _mm512_loadu_ps(x + 16 * (j + 2)) : zero;
+                        next = j + 2 < nv ? load(j + 2) : zero;
                         vnext = vsum(prev, cur, next);
                     }
                     const __m512 left = across(not_first, vcur, vprev, std::integral_constant<int, 15>{});
