@@ -32,9 +32,12 @@ namespace detail {
 // planes at stride 2 ran no faster here, 32x32 ones slower).
 constexpr index_t tile_max_plane = 256;
 constexpr index_t tile_max_row = 16;
-// Backward gains on larger planes too (28x28 and 32x32 at stride 2: 0.7x and 0.9x the time
-// of the row transpose), whose row setup costs more there.
-constexpr index_t tile_max_plane_backward = 1024;
+// Backward gains on larger planes too with 8-float vectors (AVX2 on an AMD EPYC: 28x28 and
+// 32x32 at stride 2 in 0.7x and 0.9x the time of the row transpose, whose row setup costs
+// more there). With 16-float vectors (AVX-512 on an Intel Xeon) the row transpose was the
+// faster one on those planes (28x28 c144: 32 vs 46 us; 32x32 c64: 19 vs 41 us; 30x30 equal)
+// and the tile still won on 14x14 (15 vs 27 us): the forward limit there.
+constexpr index_t tile_max_plane_backward = vec<float>::width >= 16 ? tile_max_plane : 1024;
 constexpr index_t tile_max_row_backward = 17;
 
 /// Whether the geometry suits the tile kernel, forward or backward (any element type).
