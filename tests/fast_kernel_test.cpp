@@ -346,13 +346,19 @@ TEST(SameKernel, TallPlanesPairRows) {
     }
 }
 
-// The horizontal pass reads whole vectors across row and plane boundaries and masks the
-// lanes out; an Inf or NaN next door must not leak in (a multiply by 0 would make NaN).
-TEST(SameKernel, NonFiniteNeighboursDoNotLeak) {
+// 3x3, pad 1 on both sides (the Inception branch pool).
+avgpool::pool_attrs<2> same3x3() {
     avgpool::pool_attrs<2> a;
     a.kernel = {3, 3};
     a.pads_begin = {1, 1};
     a.pads_end = {1, 1};
+    return a;
+}
+
+// The horizontal pass reads whole vectors across row and plane boundaries and masks the
+// lanes out; an Inf or NaN next door must not leak in (a multiply by 0 would make NaN).
+TEST(SameKernel, NonFiniteNeighboursDoNotLeak) {
+    const avgpool::pool_attrs<2> a = same3x3();
     auto plan = avgpool::pooling<2>::create({1, 3, 5, 7}, a);
     ASSERT_TRUE(plan);
     ASSERT_TRUE((avgpool::detail::same_applicable<float, 2>(avgpool::detail::plan_access::data(*plan))));
@@ -367,17 +373,14 @@ TEST(SameKernel, NonFiniteNeighboursDoNotLeak) {
 
 // 3x3 pad 1 on planes 8 wide with an even number of rows (Inception's 8x8 branch pools), which
 // AVX-512 float builds run with the plane in registers, forward and backward: every divisor
-// rule and the override, sums, 2 to 16 rows, plane counts around one and many; non-finite values stay in their
-// windows and do not reach the neighbouring planes.
+// rule and the override, sums, 2 to 16 rows, plane counts around one and many; non-finite
+// values stay in their windows and do not reach the neighbouring planes.
 TEST(SameKernel, EightWidePlanes) {
     std::mt19937_64 gen(808);
     for (index_t H : {2, 4, 8, 16}) {
         for (index_t C : {1, 5, 33}) {
             for (int mode = 0; mode < 3; ++mode) {
-                avgpool::pool_attrs<2> a;
-                a.kernel = {3, 3};
-                a.pads_begin = {1, 1};
-                a.pads_end = {1, 1};
+                avgpool::pool_attrs<2> a = same3x3();
                 if (mode == 1) a.divisor = avgpool::divisor_type::include_pad;
                 if (mode == 2) a.divisor_override = 7;
                 const std::string t = "H " + std::to_string(H) + " C " + std::to_string(C) + " mode " + std::to_string(mode);
@@ -389,11 +392,7 @@ TEST(SameKernel, EightWidePlanes) {
             }
         }
     }
-    avgpool::pool_attrs<2> a;
-    a.kernel = {3, 3};
-    a.pads_begin = {1, 1};
-    a.pads_end = {1, 1};
-    auto plan = avgpool::pooling<2>::create({1, 4, 8, 8}, a);
+    auto plan = avgpool::pooling<2>::create({1, 4, 8, 8}, same3x3());
     ASSERT_TRUE(plan);
     std::vector<float> in(4 * 64, 1.0f), out(4 * 64, 0.0f);
     for (int i = 0; i < 64; ++i) in[static_cast<std::size_t>(i)] = std::numeric_limits<float>::infinity();

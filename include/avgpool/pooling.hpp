@@ -712,18 +712,13 @@ private:
             index_t outer_rows = 1;
             for (std::size_t a = 0; a + 1 < R; ++a) outer_rows *= d_.output_shape[a + 2];
             const detail::plane_blocks rows(items, d_.global ? 1 : outer_rows, input_size());
-            if (rows.split() && detail::flat_split_applicable<T, R>(d_)) {
-                const detail::flat_kernel<T, R> kernel(d_, op);
+            auto split_rows = [&](const auto& kernel) {
                 return blocks(rows, [&kernel, in, out](index_t plane, index_t r0, index_t r1) {
                     kernel.run_rows(in, out, plane, r0, r1);
                 });
-            }
-            if (rows.split() && detail::cf_applicable<T, R>(d_)) {
-                const detail::cf_kernel<T, R> kernel(d_, op);
-                return blocks(rows, [&kernel, in, out](index_t plane, index_t r0, index_t r1) {
-                    kernel.run_rows(in, out, plane, r0, r1);
-                });
-            }
+            };
+            if (rows.split() && detail::flat_split_applicable<T, R>(d_)) return split_rows(detail::flat_kernel<T, R>(d_, op));
+            if (rows.split() && detail::cf_applicable<T, R>(d_)) return split_rows(detail::cf_kernel<T, R>(d_, op));
             if (with_plane_kernel<T>(op, planes)) return status{};
         } else if (d_.memory_layout == layout::channels_first) {
             if (run_staged_cf(in, out, op, exec)) return status{};

@@ -192,6 +192,11 @@ public:
         // row is one output summing a contiguous run of whole slices (see contiguous_row).
         if (!p.adaptive && g.dilations[0] == 1 && inner_axes_whole<R>(p)) contig_inner_ = p.input_spatial_volume() / g.input[0];
         const index_t n = p.input_spatial_volume();
+        if (p.global) {  // one window: its divisor once, for both global paths
+            const window* w[R];
+            for (std::size_t a = 0; a < R; ++a) w[a] = p.axis(a);
+            global_div_ = window_divisor<R>(p, w, global_empty_);
+        }
         if (p.global && L > 1 && n >= L && n <= global_group_max * L) {
             group_n_ = n;
             // Lanes of the tail vector (the plane's last L values) that the whole vectors
@@ -202,11 +207,6 @@ public:
                 const U bits = n % L != 0 && l >= counted ? ~U(0) : U(0);
                 std::memcpy(&tail_mask_[l], &bits, sizeof(T));
             }
-            const window* w[R];
-            for (std::size_t a = 0; a < R; ++a) w[a] = p.axis(a);
-            bool empty = false;
-            group_div_ = static_cast<T>(window_divisor<R>(p, w, empty));
-            group_empty_ = empty;
         }
     }
 
@@ -325,7 +325,8 @@ private:
             }
         }
         V r = acc[0];
-        if (op_ == pool_op::average) r = group_empty_ ? V::splat(empty_window_value<T>(p_.empty_window_nan)) : r / V::splat(group_div_);
+        if (op_ == pool_op::average)
+            r = global_empty_ ? V::splat(empty_window_value<T>(p_.empty_window_nan)) : r / V::splat(static_cast<T>(global_div_));
         if (count == L) {
             r.store(dst);
             return;
@@ -341,11 +342,7 @@ private:
             *dst = static_cast<T>(sum);
             return;
         }
-        const window* w[R];
-        for (std::size_t a = 0; a < R; ++a) w[a] = p_.axis(a);
-        bool empty = false;
-        const double div = window_divisor<R>(p_, w, empty);
-        *dst = empty ? empty_window_value<T>(p_.empty_window_nan) : static_cast<T>(sum / div);
+        *dst = global_empty_ ? empty_window_value<T>(p_.empty_window_nan) : static_cast<T>(sum / global_div_);
     }
 
     struct buffers {
@@ -635,8 +632,8 @@ private:
     const T* last_div_ = nullptr;
     index_t contig_inner_ = 0;  // elements of one first-axis slice, when contiguous_row applies
     index_t group_n_ = 0;        // plane size when global_group() applies, else 0
-    T group_div_ = T(1);
-    bool group_empty_ = false;
+    double global_div_ = 1.0;  // a global plan's one divisor
+    bool global_empty_ = false;
     alignas(64) T tail_mask_[L] = {};
     hpass_fn hpass_ = nullptr;
 };
