@@ -2,6 +2,7 @@
 // independent reference in double arithmetic, and the batch converters against the scalar ones.
 #include <gtest/gtest.h>
 
+#include <avgpool/detail/convert.hpp>
 #include <avgpool/float16.hpp>
 #include <cmath>
 #include <cstdint>
@@ -349,11 +350,32 @@ struct batch_paths {
 template <class T>
 batch_paths<T> all_paths();
 
+// The kernels' conversions in registers (detail::vload / vstore, one vector at a time; the
+// scalar forms for the rest), as batch converters.
+template <class T>
+void to_float_vectors(const T* src, float* dst, std::size_t n) {
+    namespace d = avgpool::detail;
+    constexpr std::size_t W = d::vec<float>::width;
+    std::size_t i = 0;
+    for (; i + W <= n; i += W) d::vload(src + i).store(dst + i);
+    for (; i < n; ++i) dst[i] = d::sload(src[i]);
+}
+template <class T>
+void from_float_vectors(const float* src, T* dst, std::size_t n) {
+    namespace d = avgpool::detail;
+    constexpr std::size_t W = d::vec<float>::width;
+    std::size_t i = 0;
+    for (; i + W <= n; i += W) d::vstore(d::vec<float>::load(src + i), dst + i);
+    for (; i < n; ++i) d::sstore(src[i], dst + i);
+}
+
 template <>
 batch_paths<float16> all_paths<float16>() {
     namespace d = avgpool::detail;
     batch_paths<float16> p;
     p.to.push_back({"dispatch", static_cast<to_float_fn<float16>>(&d::to_float)});
+    p.to.push_back({"kernel vectors", &to_float_vectors<float16>});
+    p.from.push_back({"kernel vectors", &from_float_vectors<float16>});
     p.from.push_back({"dispatch", static_cast<from_float_fn<float16>>(&d::from_float)});
     p.to.push_back({"portable", static_cast<to_float_fn<float16>>(&d::to_float_portable)});
     p.from.push_back({"portable", static_cast<from_float_fn<float16>>(&d::from_float_portable)});
@@ -373,6 +395,8 @@ batch_paths<bfloat16> all_paths<bfloat16>() {
     namespace d = avgpool::detail;
     batch_paths<bfloat16> p;
     p.to.push_back({"dispatch", static_cast<to_float_fn<bfloat16>>(&d::to_float)});
+    p.to.push_back({"kernel vectors", &to_float_vectors<bfloat16>});
+    p.from.push_back({"kernel vectors", &from_float_vectors<bfloat16>});
     p.from.push_back({"dispatch", static_cast<from_float_fn<bfloat16>>(&d::from_float)});
     p.to.push_back({"portable", static_cast<to_float_fn<bfloat16>>(&d::to_float_portable)});
     p.from.push_back({"portable", static_cast<from_float_fn<bfloat16>>(&d::from_float_portable)});

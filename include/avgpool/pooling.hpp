@@ -40,20 +40,12 @@ struct is_element
 
 // 16-bit staging (pooling::stage_planes): float elements per chunk of staged planes (64 KiB,
 // L2-resident with its outputs), zeros around them (at least the kernels' over-reads: 2
-// vectors of 16 floats, or a 7-wide window plus a vector), and the largest plane or
-// channels-last image staged at all (larger ones take the reference path).
+// vectors of 16 floats, or a 7-wide window plus a vector), and the largest plane staged at all
+// (larger ones take the reference path). (Channels-last needs no staging: its kernel converts
+// in registers.)
 constexpr index_t stage_elements = index_t(1) << 14;
 constexpr index_t stage_slack = 64;
 constexpr index_t stage_max_elements = index_t(1) << 24;
-
-// The channels-last 16-bit staging image, kept per thread between calls: a fresh buffer of
-// many megabytes costs more in page faults than the pooling itself (64x600x600: 7x the float
-// time). Kept up to stage_max_elements floats (64 MiB) per thread that ran such a call.
-inline float* cl_stage_buffer(std::size_t n) {
-    thread_local std::vector<float> keep;
-    if (keep.size() < n) keep.resize(n);
-    return keep.data();
-}
 
 inline error_info null_pointer_error(const char* name) noexcept {
     return make_error_novalue(errc::null_pointer, name, -1, "null pointer");
@@ -91,11 +83,6 @@ struct plan_access {
     template <std::size_t R>
     static const plan_data<R>& data(const pooling<R>& p) noexcept {
         return p.d_;
-    }
-    // Tests: the channels-last 16-bit path with a smaller staging limit (blocks of channels).
-    template <class T, std::size_t R, class Exec>
-    static bool staged_cl_blocks(const pooling<R>& p, const T* in, T* out, pool_op op, Exec& exec, index_t limit) {
-        return p.run_staged_cl(in, out, op, exec, limit);
     }
 };
 }  // namespace detail
@@ -587,101 +574,6 @@ private:
         }
     }
 
-    // Channels-last 16-bit: blocks of channels (all of them unless an image would stage more
-    // than `limit` floats; else multiples of 32, each run as an image of its own through a plan
-    // copy with C = the block), and in each, steps of output rows: a step converts the input
-    // rows its windows read that the previous step did not, runs the float kernel, converts
-    // its outputs back. Converted rows are still in cache when the kernel reads them.
-    template <class T, class Exec>
-    bool run_staged_cl(const T* in, T* out, detail::pool_op op, Exec& exec,
-                       index_t limit = detail::stage_max_elements) const {
-        if (!detail::cl_applicable<float, R>(d_)) return false;
-        const index_t N = d_.input_shape[0], C = d_.input_shape[1];
-        const index_t xs = d_.input_spatial_volume(), os = d_.output_spatial_volume();
-        index_t cb = C;
-        if ((xs + os) * C > limit) {
-            cb = limit / (xs + os);
-            if (cb >= 32) cb -= cb % 32;
-            if (cb < 1) return false;
-        }
-        detail::plan_data<R> full, tail;  // plan copies only when C is cut into blocks
-        if (cb < C) {
-            full = tail = d_;
-            full.input_shape[1] = full.output_shape[1] = cb;
-            tail.input_shape[1] = tail.output_shape[1] = C % cb == 0 ? cb : C % cb;
-            // A global plan is covered for any extents only with a whole vector of channels.
-            if (!detail::cl_applicable<float, R>(tail)) return false;
-        }
-        const detail::cl_kernel<float, R> kfull(cb < C ? full : d_, op), ktail(cb < C ? tail : d_, op);
-        const index_t blocks = (C + cb - 1) / cb;
-        const pool_geometry<R>& g = d_.geometry;
-        index_t rows_per_n = 1;
-        for (std::size_t a = 0; a + 1 < R; ++a) rows_per_n *= g.output[a];
-        const index_t per = R == 3 ? g.output[1] : 1;        // output rows per first-axis output
-        const index_t slice = R == 1 ? xs : xs / g.input[0];  // pixels per first-axis input index
-        // Output rows per step: new input rows and outputs of about stage_elements (w channels).
-        auto step_for = [&](index_t w) {
-            return std::max<index_t>(
-                1, detail::stage_elements * per / ((per * g.output[R - 1] + (R == 1 ? xs : g.strides[0] * slice)) * w));
-        };
-        const index_t step_full = step_for(cb), step_tail = step_for(C % cb == 0 ? cb : C % cb);
-        exec(N * blocks * rows_per_n, [&](index_t begin, index_t end) {
-            float* const s = detail::cl_stage_buffer(static_cast<std::size_t>((xs + os) * cb));
-            float* const d = s + xs * cb;
-            index_t image = -1, clo = 0, chi = 0;  // pixels [clo, chi) of `image` are in s
-            for (index_t item = begin; item < end;) {
-                const index_t image_of = item / rows_per_n, r0 = item % rows_per_n;
-                const index_t n = image_of / blocks, c0 = image_of % blocks * cb, w = std::min(cb, C - c0);
-                const detail::cl_kernel<float, R>& k = w == cb ? kfull : ktail;
-                const index_t r1 = std::min({rows_per_n, r0 + (end - item), r0 + (w == cb ? step_full : step_tail)});
-                if (image_of != image) image = image_of, clo = chi = 0;
-                index_t lo = 0, hi = xs;  // input pixels the step reads
-                if (R > 1) {
-                    index_t first = g.input[0], last = 0;
-                    for (index_t o = r0 / per; o <= (r1 - 1) / per; ++o) {
-                        const detail::window& wd = d_.axis(0)[o];
-                        if (wd.count == 0) continue;
-                        first = std::min(first, wd.first);
-                        last = std::max(last, wd.first + (wd.count - 1) * g.dilations[0] + 1);
-                    }
-                    lo = first < last ? first * slice : 0;
-                    hi = first < last ? last * slice : 0;
-                }
-                const T* src = in + n * xs * C + c0;
-                auto convert = [&](index_t a, index_t b) {  // pixels [a, b)
-                    if (a >= b) return;
-                    if (w == C) {
-                        detail::to_float(src + a * C, s + a * w, static_cast<std::size_t>((b - a) * C));
-                    } else {
-                        for (index_t x = a; x < b; ++x)
-                            detail::to_float(src + x * C, s + x * w, static_cast<std::size_t>(w));
-                    }
-                };
-                if (lo < hi) {
-                    if (hi <= clo || lo >= chi) {
-                        convert(lo, hi);
-                        clo = lo, chi = hi;
-                    } else {  // consecutive steps overlap: only what is not in s yet
-                        convert(lo, clo);
-                        convert(chi, hi);
-                        clo = std::min(clo, lo), chi = std::max(chi, hi);
-                    }
-                }
-                k.run(s, d, r0, r1);
-                const index_t o0 = r0 * g.output[R - 1], o1 = r1 * g.output[R - 1];  // output pixels
-                T* dst = out + n * os * C + c0;
-                if (w == C) {
-                    detail::from_float(d + o0 * w, dst + o0 * C, static_cast<std::size_t>((o1 - o0) * C));
-                } else {
-                    for (index_t o = o0; o < o1; ++o)
-                        detail::from_float(d + o * w, dst + o * C, static_cast<std::size_t>(w));
-                }
-                item += r1 - r0;
-            }
-        });
-        return true;
-    }
-
     template <class T, class Exec>
     status run(const T* in, T* out, detail::pool_op op, Exec&& exec) const {
         static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
@@ -721,8 +613,24 @@ private:
             if (rows.split() && detail::cf_applicable<T, R>(d_)) return split_rows(detail::cf_kernel<T, R>(d_, op));
             if (with_plane_kernel<T>(op, planes)) return status{};
         } else if (d_.memory_layout == layout::channels_first) {
+            // 16-bit: the kernels that read T and convert in registers, else staged float copies.
+            if (detail::pair_applicable<float, R>(d_)) {
+                planes(detail::pair_kernel<float, R, T>(d_, op));
+                return status{};
+            }
+            if (detail::same_applicable<float, R>(d_)) {
+                planes(detail::same_kernel<float, R, T>(d_, op));
+                return status{};
+            }
+            if (detail::tile_applicable<float, R>(d_)) {
+                planes(detail::tile_kernel<float, R, T>(d_, op));
+                return status{};
+            }
             if (run_staged_cf(in, out, op, exec)) return status{};
-        } else if (run_staged_cl(in, out, op, exec)) {
+        } else if (detail::cl_applicable<float, R>(d_)) {
+            // 16-bit channels-last: the float kernel reads and writes T, converting in registers.
+            const detail::cl_kernel<float, R, T> kernel(d_, op);
+            exec(kernel.items(), [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
             return status{};
         }
         // The reference: blocks of a plane's outputs when there are few planes (as above).

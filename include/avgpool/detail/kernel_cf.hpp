@@ -20,6 +20,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "convert.hpp"
 #include "plan.hpp"
 #include "reference.hpp"
 #include "simd.hpp"
@@ -114,29 +115,30 @@ double contiguous_sum(const T* x, index_t n) noexcept {
 // Vertical sum at column x of n0 groups of n1 rows (rows[i * n1 + j]), nested:
 // sum_i (sum_j row), the order the accuracy bound is stated for. N1 > 0 unrolls the inner sum.
 // Shared by the channels-first and channels-last kernels.
-template <class T, int N1>
-inline vec<T> nested_vsum(const T* const* rows, index_t n0, index_t n1, index_t x) noexcept {
+// Rows of storage type S (float16 / bfloat16 for T = float) are converted as they are loaded.
+template <class T, int N1, class S>
+inline vec<T> nested_vsum(const S* const* rows, index_t n0, index_t n1, index_t x) noexcept {
     using V = vec<T>;
     V acc = V::splat(T(0));
     for (index_t i = 0; i < n0; ++i) {
-        const T* const* r = rows + i * n1;
-        V inner = V::load(r[0] + x);
+        const S* const* r = rows + i * n1;
+        V inner = vload(r[0] + x);
         if constexpr (N1 > 0) {
-            for (int j = 1; j < N1; ++j) inner = inner + V::load(r[j] + x);
+            for (int j = 1; j < N1; ++j) inner = inner + vload(r[j] + x);
         } else {
-            for (index_t j = 1; j < n1; ++j) inner = inner + V::load(r[j] + x);
+            for (index_t j = 1; j < n1; ++j) inner = inner + vload(r[j] + x);
         }
         acc = i == 0 ? inner : acc + inner;
     }
     return acc;
 }
 // sum_j r[B + j] + x for j < N1, left to right.
-template <class T, std::size_t B, std::size_t... J>
-inline vec<T> group_vsum(const T* const* r, index_t x, std::index_sequence<J...>) noexcept {
-    return (vec<T>::load(r[B] + x) + ... + vec<T>::load(r[B + J + 1] + x));
+template <class T, std::size_t B, class S, std::size_t... J>
+inline vec<T> group_vsum(const S* const* r, index_t x, std::index_sequence<J...>) noexcept {
+    return (vload(r[B] + x) + ... + vload(r[B + J + 1] + x));
 }
-template <class T, int N1, std::size_t... A>
-inline vec<T> groups_vsum(const T* const* r, index_t x, std::index_sequence<A...>) noexcept {
+template <class T, int N1, class S, std::size_t... A>
+inline vec<T> groups_vsum(const S* const* r, index_t x, std::index_sequence<A...>) noexcept {
     constexpr auto inner = std::make_index_sequence<N1 - 1>{};
     return (group_vsum<T, 0>(r, x, inner) + ... + group_vsum<T, (A + 1) * N1>(r, x, inner));
 }
@@ -144,19 +146,19 @@ inline vec<T> groups_vsum(const T* const* r, index_t x, std::index_sequence<A...
 // row pointers into a local array first: with every index a constant (folds, no loops the
 // compiler might keep rolled), it holds them in registers; read from a list that a store
 // might alias, they were reloaded for every vector, and those loads bounded the loop.
-template <class T, int N0, int N1>
-inline vec<T> fixed_nested_vsum(const T* const* r, index_t x) noexcept {
+template <class T, int N0, int N1, class S>
+inline vec<T> fixed_nested_vsum(const S* const* r, index_t x) noexcept {
     static_assert(N0 >= 1 && N1 >= 1, "at least one row");
     return groups_vsum<T, N1>(r, x, std::make_index_sequence<N0 - 1>{});
 }
 
-template <class T>
-inline T nested_vsum1(const T* const* rows, index_t n0, index_t n1, index_t x) noexcept {
+template <class S, class T = compute_t<S>>
+inline T nested_vsum1(const S* const* rows, index_t n0, index_t n1, index_t x) noexcept {
     T acc = T(0);
     for (index_t i = 0; i < n0; ++i) {
-        const T* const* r = rows + i * n1;
-        T inner = r[0][x];
-        for (index_t j = 1; j < n1; ++j) inner += r[j][x];
+        const S* const* r = rows + i * n1;
+        T inner = sload(r[0][x]);
+        for (index_t j = 1; j < n1; ++j) inner += sload(r[j][x]);
         acc = i == 0 ? inner : acc + inner;
     }
     return acc;

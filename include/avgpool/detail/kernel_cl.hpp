@@ -173,8 +173,11 @@ bool cl_applicable(const plan_data<R>& p) noexcept {
     return cl_choose_blocking(p.input_shape[1], e.span_all, e.max_span, L, cl_capacity<T>()).ok;
 }
 
-template <class T, std::size_t R>
+// M: the memory (storage) type of in and out (T itself, or float16 / bfloat16 for T = float: loads
+// convert in registers, stores round once; every sum and divisor stays in T).
+template <class T, std::size_t R, class M = T>
 class cl_kernel {
+    static_assert(std::is_same<compute_t<M>, T>::value, "cl_kernel: M must be T, or a 16-bit type computed in T");
     using V = vec<T>;
     static constexpr index_t L = static_cast<index_t>(V::width);
     static constexpr index_t cap = cl_capacity<T>();
@@ -219,15 +222,15 @@ public:
     index_t items() const noexcept { return N_ * rows_per_n_; }
 
     /// Output rows item_begin .. item_end - 1 (item = n * rows_per_n + outer output index).
-    void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
+    void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
         buffers b;  // not zeroed: every read is of an element written before (see zero_slack)
-        const T* rows[cl_max_outer_rows];
+        const M* rows[cl_max_outer_rows];
         const pool_geometry<R>& g = p_.geometry;
         const index_t WC = W_ * C_;
         for (index_t item = item_begin; item < item_end; ++item) {
             const index_t n = item / rows_per_n_, r = item % rows_per_n_;
-            const T* src = in + n * in_n_;
-            T* dst = out + item * row_out_;
+            const M* src = in + n * in_n_;
+            M* dst = out + item * row_out_;
             if (slices_ && p_.axis(0)[r].count > 0) {  // (rows_per_n == the first axis's outputs)
                 slices(b, src, dst, p_.axis(0)[r]);
                 continue;
@@ -325,12 +328,12 @@ private:
     };
 
     // One output row: channel blocks, each through tiles of output columns.
-    void row(buffers& b, const T* const* rows, index_t n0, index_t n1, double outer, T* dst) const {
+    void row(buffers& b, const M* const* rows, index_t n0, index_t n1, double outer, M* dst) const {
         const bool average = op_ == pool_op::average;
         const bool override_div = p_.divisor_override > 0;
         if (average && !override_div && outer == 0.0) {
             // The outer window counts no tap: every output of the row is empty.
-            std::fill(dst, dst + row_out_, empty_window_value<T>(p_.empty_window_nan));
+            std::fill(dst, dst + row_out_, M(empty_window_value<T>(p_.empty_window_nan)));
             return;
         }
         const row_divisor div{override_div,
@@ -381,7 +384,7 @@ private:
         }
     }
 
-    using fused_fn = void (cl_kernel::*)(buffers&, const T* const*, index_t, index_t, T*, bool,
+    using fused_fn = void (cl_kernel::*)(buffers&, const M* const*, index_t, index_t, M*, bool,
                                          const row_divisor&) const;
 
     // The fused path, dilation 1 and at least one whole vector of channels (C >= L; when C is
@@ -427,7 +430,7 @@ private:
     // each output computes its newest column(s), stores them in the ring and adds the older
     // slots: K - 1 + 1 additions per output vector, in column order as in a direct sum.
     template <int K, int S>
-    void ring(buffers& b, const T* const* rows, index_t n0, index_t n1, T* dst, bool average,
+    void ring(buffers& b, const M* const* rows, index_t n0, index_t n1, M* dst, bool average,
               const row_divisor& div) const {
         if (n0 == 1) {
             switch (n1) {
@@ -447,9 +450,9 @@ private:
     // N0 x N1 rows held in r when N1 > 0, else of the list.
     template <int N0, int N1>
     struct vsource {
-        const T* const* rows;
+        const M* const* rows;
         index_t n0, n1;
-        const T* r[N1 > 0 ? N0 * N1 : 1];
+        const M* r[N1 > 0 ? N0 * N1 : 1];
         AVGPOOL_CL_INLINE V operator()(index_t off) const noexcept {
             if constexpr (N1 > 0) {
                 return fixed_nested_vsum<T, N0, N1>(r, off);
@@ -460,7 +463,7 @@ private:
     };
 
     template <int K, int S, int N0, int N1>
-    void ring_rows(buffers& b, const T* const* rows, index_t n0, index_t n1, T* dst, bool average,
+    void ring_rows(buffers& b, const M* const* rows, index_t n0, index_t n1, M* dst, bool average,
                    const row_divisor& div) const {
         vsource<N0, N1> src{rows, n0, n1, {}};
         if constexpr (N1 > 0)
@@ -491,10 +494,10 @@ private:
                 const index_t xl = ul - pb_;
                 const bool computed = xl >= 0 && xl < W_;
                 if (!computed) fill(ul, c0);
-                const T* older[K > 1 ? K - 1 : 1];
+                const T* older[K > 1 ? K - 1 : 1] = {};  // (K = 1: none; zeroed for GCC's -Wmaybe-uninitialized)
                 for (int t = 0; t + 1 < K; ++t) older[t] = ring + ((ub + t) % K) * cb;
                 T* last = ring + (ul % K) * cb;
-                T* o = dst + ow * C_ + c0;
+                M* o = dst + ow * C_ + c0;
                 const quotient_by dv = dvc(average ? div.scalar(ow) : T(1));
                 // The common case, a window whose last column is inside the input, has its
                 // loop specialized (branches on the column kind and the divisor inside it
@@ -529,7 +532,7 @@ private:
     // the K - 1 older slots; divided (Avg) by the corrected quotient, which for a power-of-two
     // divisor equals the exact reciprocal's product.
     template <int K, int S, bool Avg, class Src>
-    AVGPOOL_CL_INLINE static void ring_out(const Src& src, index_t off, T* last, const T* const* older, T* o,
+    AVGPOOL_CL_INLINE static void ring_out(const Src& src, index_t off, T* last, const T* const* older, M* o,
                                           index_t cb, const quotient_by& dv) noexcept {
         const Src s = src;  // the row pointers in registers, not re-read through a reference
         for (index_t i = 0; i < cb; i += L) {
@@ -538,25 +541,25 @@ private:
             if constexpr (K > S) v.store(last + j);
             V acc = ring_sum<K>(older, j, v);
             if constexpr (Avg) acc = dv.corrected(acc);
-            acc.store(o + j);
+            vstore(acc, o + j);
         }
     }
 
     // The same for a window whose last column is padding: its slot already holds zeros.
     template <int K>
-    static void ring_edge(const T* last, const T* const* older, T* o, index_t cb, bool average,
+    static void ring_edge(const T* last, const T* const* older, M* o, index_t cb, bool average,
                           const quotient_by& dv) noexcept {
         for (index_t i = 0; i < cb; i += L) {
             const index_t j = std::min(i, cb - L);
             V acc = ring_sum<K>(older, j, V::load(last + j));
             if (average) acc = dv(acc);
-            acc.store(o + j);
+            vstore(acc, o + j);
         }
     }
 
     // K = 0: the block-sum path for kernel k_.
     template <int K, int S>
-    void fused(buffers&, const T* const* rows, index_t n0, index_t n1, T* dst, bool average,
+    void fused(buffers&, const M* const* rows, index_t n0, index_t n1, M* dst, bool average,
                const row_divisor& div) const {
         constexpr index_t G = 2;  // vectors of channels per pass: 2 * K column sums in registers
         // Pairs of vectors, then single ones (the last shifted back to end at C), with the row
@@ -591,7 +594,7 @@ private:
     // struct: GCC moved such structs of vectors through memory in pieces.)
     template <int G, int N0, int N1>
     struct rows_source {
-        const T* r[N0 * N1];
+        const M* r[N0 * N1];
         index_t C, W;
         AVGPOOL_CL_INLINE void operator()(index_t x, V* out) const noexcept {
             if (x < 0 || x >= W) {
@@ -605,7 +608,7 @@ private:
     // The same for any n0, n1 (the nested sum over both outer axes).
     template <int G>
     struct nested_source {
-        const T* const* rows;
+        const M* const* rows;
         index_t n0, n1, c, C, W;
         AVGPOOL_CL_INLINE void operator()(index_t x, V* out) const noexcept {
             if (x < 0 || x >= W) {
@@ -618,7 +621,7 @@ private:
     };
 
     template <int K, int S, int G, int N0, int N1>
-    void chunk(const T* const* rows, index_t c, T* dst, bool average, const row_divisor& div) const {
+    void chunk(const M* const* rows, index_t c, M* dst, bool average, const row_divisor& div) const {
         rows_source<G, N0, N1> src;
         for (int j = 0; j < N0 * N1; ++j) src.r[j] = rows[j] + c;
         src.C = C_;
@@ -626,14 +629,14 @@ private:
         chunk_from<K, S, G>(src, c, dst, average, div);
     }
     template <int K, int S, int G>
-    void nested_chunk(const T* const* rows, index_t n0, index_t n1, index_t c, T* dst, bool average,
+    void nested_chunk(const M* const* rows, index_t n0, index_t n1, index_t c, M* dst, bool average,
                       const row_divisor& div) const {
         const nested_source<G> src{rows, n0, n1, c, C_, W_};
         chunk_from<K, S, G>(src, c, dst, average, div);
     }
 
     template <int K, int S, int G, class Src>
-    void chunk_from(const Src& src, index_t c, T* dst, bool average, const row_divisor& div) const {
+    void chunk_from(const Src& src, index_t c, M* dst, bool average, const row_divisor& div) const {
         if constexpr (K == 0) {
             block_chunk<G>(src, c, dst, average, div);
         } else {
@@ -643,19 +646,19 @@ private:
 
     // Stores output ow of the chunk (channels c ..), divided when averaging.
     template <int G>
-    AVGPOOL_CL_INLINE void emit(T* dst, index_t ow, index_t c, const V* a, bool average, const row_divisor& div,
+    AVGPOOL_CL_INLINE void emit(M* dst, index_t ow, index_t c, const V* a, bool average, const row_divisor& div,
                                 divider& dvc) const noexcept {
-        T* o = dst + ow * C_ + c;
+        M* o = dst + ow * C_ + c;
         if (average) {
             const quotient_by dv = dvc(div.scalar(ow));
-            for (int g = 0; g < G; ++g) dv(a[g]).store(o + g * L);
+            for (int g = 0; g < G; ++g) vstore(dv(a[g]), o + g * L);
         } else {
-            for (int g = 0; g < G; ++g) a[g].store(o + g * L);
+            for (int g = 0; g < G; ++g) vstore(a[g], o + g * L);
         }
     }
 
     template <int K, int S, int G, class Src>
-    void slide_chunk(const Src& src, index_t c, T* dst, bool average, const row_divisor& div) const {
+    void slide_chunk(const Src& src, index_t c, M* dst, bool average, const row_divisor& div) const {
         V col[K][G];
         index_t x0 = -pb_;
         for (int t = 0; t < K; ++t) src(x0 + t, col[t]);
@@ -684,7 +687,7 @@ private:
     // goes through at most K - 1 additions, as in a direct sum. Each input column's vertical
     // sum is formed once.
     template <int G, class Src>
-    void block_chunk(const Src& src, index_t c, T* dst, bool average, const row_divisor& div) const {
+    void block_chunk(const Src& src, index_t c, M* dst, bool average, const row_divisor& div) const {
         const index_t K = k_;
         V buf0[cl_max_block][G], buf1[cl_max_block][G];
         V(*cur)[G] = buf0;  // raw columns of block b, then (in place) their suffix sums
@@ -697,7 +700,7 @@ private:
             emit<G>(dst, b0, c, cur[0], average, div, dvc);
             const index_t u1 = b0 + K;  // first column of the next block
             const index_t tn = std::min(K, Wo_ - b0);
-            V pre[G], out[G];
+            V pre[G] = {}, out[G];  // pre: set at t = 1 (zeroed for GCC's -Wmaybe-uninitialized)
             for (index_t t = 1; t < tn; ++t) {
                 src(u1 + t - 1 - pb_, nxt[t - 1]);
                 for (int g = 0; g < G; ++g) {
@@ -726,7 +729,7 @@ private:
     // outer-row list, so any number of input rows is fine.
     static constexpr index_t global_pass = 8;
 
-    void slices(buffers& b, const T* src, T* dst, const window& w0) const {
+    void slices(buffers& b, const M* src, M* dst, const window& w0) const {
         const index_t cb = global_cb_, nv = (cb + L - 1) / L;
         const bool average = op_ == pool_op::average;
         T div = T(1);
@@ -738,13 +741,13 @@ private:
             div = p_.divisor_override > 0 ? static_cast<T>(p_.divisor_override) : static_cast<T>(outer) * last_div_[0];
         }
         const quotient_by dv(div);
-        const T* first = src + w0.first * (in_n_ / p_.geometry.input[0]);  // first-axis slices
+        const M* first = src + w0.first * (in_n_ / p_.geometry.input[0]);  // first-axis slices
         for (index_t c0 = 0;; c0 += cb) {
             c0 = std::min(c0, C_ - cb);
             global_level<0>(b.buf, first + c0, nv, cb, b.buf, true, w0.count);
             for (index_t v = 0; v < nv; ++v) {
                 const V a = V::load(b.buf + v * L);
-                (average ? dv(a) : a).store(dst + c0 + std::min(v * L, cb - L));
+                vstore(average ? dv(a) : a, dst + c0 + std::min(v * L, cb - L));
             }
             if (c0 + cb >= C_) break;
         }
@@ -754,14 +757,14 @@ private:
     // axis 0 over n0 taps (dilated). Row k of the partial sums is at sums + k nv L: row 0 the
     // result, row A + 1 axis A's own.
     template <std::size_t A>
-    void global_level(T* sums, const T* p, index_t nv, index_t cb, T* out, bool first, index_t n0 = 0) const noexcept {
+    void global_level(T* sums, const M* p, index_t nv, index_t cb, T* out, bool first, index_t n0 = 0) const noexcept {
         T* own = sums + static_cast<index_t>(A + 1) * nv * L;
         const index_t n = A == 0 ? n0 : p_.geometry.input[A];
         if constexpr (A + 1 == R) {
             for (index_t i = 0; i < n; i += global_pass) {
                 const index_t m = std::min(global_pass, n - i);
                 const bool last = i + m == n;
-                const T* q = p + i * C_;
+                const M* q = p + i * C_;
                 if (i == 0) {
                     if (!last) global_pass_sum<false, 0>(q, m, nv, cb, own);
                     else if (first) global_pass_sum<false, 1>(q, m, nv, cb, out);
@@ -786,12 +789,12 @@ private:
     // Per vector v: s = the sum of positions q, q + C, .., q + (m - 1) C; with Prev, s = run + s
     // (run: the earlier passes' sum, in own). Then Out 0: own = s; 1: tgt = s; 2: tgt += s.
     template <bool Prev, int Out>
-    void global_pass_sum(const T* q, index_t m, index_t nv, index_t cb, T* tgt, const T* run = nullptr) const noexcept {
+    void global_pass_sum(const M* q, index_t m, index_t nv, index_t cb, T* tgt, const T* run = nullptr) const noexcept {
         if (Prev && Out == 0) run = tgt;
         for (index_t v = 0; v < nv; ++v) {
-            const T* x = q + std::min(v * L, cb - L);
-            V s = V::load(x);
-            for (index_t t = 1; t < m; ++t) s = s + V::load(x + t * C_);
+            const M* x = q + std::min(v * L, cb - L);
+            V s = vload(x);
+            for (index_t t = 1; t < m; ++t) s = s + vload(x + t * C_);
             if (Prev) s = V::load(run + v * L) + s;
             if (Out == 2) s = V::load(tgt + v * L) + s;
             s.store(tgt + v * L);
@@ -799,14 +802,14 @@ private:
     }
 
     template <int N1>
-    static void vsum_regs(T* dst, const T* const* rows, index_t n0, index_t n1, index_t off, index_t len) noexcept {
+    static void vsum_regs(T* dst, const M* const* rows, index_t n0, index_t n1, index_t off, index_t len) noexcept {
         index_t i = 0;
         for (; i + L <= len; i += L) nested_vsum<T, N1>(rows, n0, n1, off + i).store(dst + i);
         for (; i < len; ++i) dst[i] = nested_vsum1(rows, n0, n1, off + i);
     }
 
     // dst[i] = nested sum of rows[.][off + i], i < len (n0, n1 >= 1).
-    void vsum(buffers& b, T* dst, const T* const* rows, index_t n0, index_t n1, index_t off, index_t len) const {
+    void vsum(buffers& b, T* dst, const M* const* rows, index_t n0, index_t n1, index_t off, index_t len) const {
         if (n0 * n1 <= cl_register_rows) {
             if (n0 == 1) {
                 switch (n1) {
@@ -827,7 +830,7 @@ private:
             const index_t m = std::min(cl_chunk, len - c);
             for (index_t i = 0; i < n0; ++i) {
                 T* tgt = i == 0 ? dst + c : b.tmp;
-                const T* const* r = rows + i * n1;
+                const M* const* r = rows + i * n1;
                 for (index_t j = 0; j < n1; j += 4) add_rows(tgt, r + j, std::min<index_t>(4, n1 - j), off + c, m, j > 0);
                 if (i > 0) add_into(dst + c, b.tmp, m);
             }
@@ -835,17 +838,17 @@ private:
     }
 
     // tgt[i] (+)= r[0][x + i] + ... + r[g - 1][x + i], i < m, g in 1..4.
-    static void add_rows(T* tgt, const T* const* r, index_t g, index_t x, index_t m, bool accumulate) noexcept {
+    static void add_rows(T* tgt, const M* const* r, index_t g, index_t x, index_t m, bool accumulate) noexcept {
         index_t i = 0;
         for (; i + L <= m; i += L) {
-            V s = V::load(r[0] + x + i);
-            for (index_t j = 1; j < g; ++j) s = s + V::load(r[j] + x + i);
+            V s = vload(r[0] + x + i);
+            for (index_t j = 1; j < g; ++j) s = s + vload(r[j] + x + i);
             if (accumulate) s = V::load(tgt + i) + s;
             s.store(tgt + i);
         }
         for (; i < m; ++i) {
-            T s = r[0][x + i];
-            for (index_t j = 1; j < g; ++j) s += r[j][x + i];
+            T s = sload(r[0][x + i]);
+            for (index_t j = 1; j < g; ++j) s += sload(r[j][x + i]);
             tgt[i] = accumulate ? tgt[i] + s : s;
         }
     }
@@ -859,45 +862,47 @@ private:
     // Elements past cb but inside the row belong to later columns (or channel blocks) of the
     // row, written after this one: whole stores there are overwritten, so only the row end
     // needs a partial store.
-    static void put(T* o, index_t room, V v) noexcept {
+    static void put(M* o, index_t room, V v) noexcept {
         if (room >= L) {
-            v.store(o);
+            vstore(v, o);
         } else {
-            T tmp[V::width];
-            v.store(tmp);
-            std::memcpy(o, tmp, static_cast<std::size_t>(room) * sizeof(T));
+            M tmp[V::width];
+            vstore(v, tmp);
+            std::memcpy(o, tmp, static_cast<std::size_t>(room) * sizeof(M));
         }
     }
 
     // Outputs o0 .. o1 - 1 of channel block c0: column x of the source is at
     // base + (x - x_lo) * pitch (the row buffer, or the input row itself).
-    void hpass(const T* base, index_t pitch, index_t x_lo, index_t o0, index_t o1, index_t c0, T* dst, bool average,
+    // (base: T for the buffer, M for an input row read in place.)
+    template <class B>
+    void hpass(const B* base, index_t pitch, index_t x_lo, index_t o0, index_t o1, index_t c0, M* dst, bool average,
                const row_divisor& div) const {
         const index_t step = d_ * pitch;
         divider dvc;
         for (index_t ow = o0; ow < o1; ++ow) {
             const window& w = last_[ow];
             const index_t at = ow * C_ + c0;
-            T* o = dst + at;
+            M* o = dst + at;
             const index_t room = row_out_ - at;
             if (w.count == 0) {
                 const V z = average ? V::splat(T(0)) / div.at(ow) : V::splat(T(0));
                 for (index_t i = 0; i < cb_; i += L) put(o + i, room - i, z);
                 continue;
             }
-            const T* x = base + (w.first - x_lo) * pitch;
+            const B* x = base + (w.first - x_lo) * pitch;
             const index_t k = w.count;
             const quotient_by dv = dvc(average ? div.scalar(ow) : T(1));
             index_t i = 0;
             for (; i + 4 * L <= cb_; i += 4 * L) {
-                const T* p = x + i;
-                V a0 = V::load(p), a1 = V::load(p + L), a2 = V::load(p + 2 * L), a3 = V::load(p + 3 * L);
+                const B* p = x + i;
+                V a0 = vload(p), a1 = vload(p + L), a2 = vload(p + 2 * L), a3 = vload(p + 3 * L);
                 for (index_t t = 1; t < k; ++t) {
                     p += step;
-                    a0 = a0 + V::load(p);
-                    a1 = a1 + V::load(p + L);
-                    a2 = a2 + V::load(p + 2 * L);
-                    a3 = a3 + V::load(p + 3 * L);
+                    a0 = a0 + vload(p);
+                    a1 = a1 + vload(p + L);
+                    a2 = a2 + vload(p + 2 * L);
+                    a3 = a3 + vload(p + 3 * L);
                 }
                 if (average) {
                     a0 = dv(a0);
@@ -905,17 +910,17 @@ private:
                     a2 = dv(a2);
                     a3 = dv(a3);
                 }
-                a0.store(o + i);
-                a1.store(o + i + L);
-                a2.store(o + i + 2 * L);
-                a3.store(o + i + 3 * L);
+                vstore(a0, o + i);
+                vstore(a1, o + i + L);
+                vstore(a2, o + i + 2 * L);
+                vstore(a3, o + i + 3 * L);
             }
             for (; i < cb_; i += L) {
-                const T* p = x + i;
-                V a = V::load(p);
+                const B* p = x + i;
+                V a = vload(p);
                 for (index_t t = 1; t < k; ++t) {
                     p += step;
-                    a = a + V::load(p);
+                    a = a + vload(p);
                 }
                 if (average) a = dv(a);
                 put(o + i, room - i, a);

@@ -43,7 +43,9 @@ bool pair_applicable(const plan_data<R>& p) noexcept {
     return p.max_divisor <= exact_integer_limit<T>() && pair_geometry<R>(p);
 }
 
-template <class T, std::size_t R>
+// M: the memory type of the forward pass's input and output (T, or float16 / bfloat16 for
+// T = float, converted in registers). Backward runs in T only.
+template <class T, std::size_t R, class M = T>
 class pair_kernel {
     using V = vec<T>;
     static constexpr index_t L = static_cast<index_t>(V::width);
@@ -62,36 +64,39 @@ public:
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
-    void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
+    void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
         run_in(in + p_.input_shape[0] * p_.input_shape[1] * H_ * W_, in, out, item_begin, item_end);
     }
 
     /// As run(), with the input readable up to in_end (a row pair's vector reads reach up to
     /// 2 vectors past its end while they stay below it).
-    void run_in(const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
+    void run_in(const M* in_end, const M* in, M* out, index_t item_begin, index_t item_end) const {
         const V sc = V::splat(scale_);
-        T* const out_end = out + item_end * Ho_ * Wo_;
+        M* const out_end = out + item_end * Ho_ * Wo_;
         for (index_t item = item_begin; item < item_end; ++item) {
             for (index_t r = 0; r < Ho_; ++r) {
-                const T* top = in + item * H_ * W_ + 2 * r * W_;
-                const T* bot = top + W_;
-                T* dst = out + (item * Ho_ + r) * Wo_;
+                const M* top = in + item * H_ * W_ + 2 * r * W_;
+                const M* bot = top + W_;
+                M* dst = out + (item * Ho_ + r) * Wo_;
                 index_t u = 0;
                 for (; u < Wo_; u += L) {
                     const index_t x = 2 * u;
                     if (in_end - (bot + x) < 2 * L) break;  // over-reads must stay in the input
                     V e, o;
-                    deinterleave2(V::load(top + x) + V::load(bot + x), V::load(top + x + L) + V::load(bot + x + L), e, o);
+                    deinterleave2(vload(top + x) + vload(bot + x), vload(top + x + L) + vload(bot + x + L), e, o);
                     const V v = (e + o) * sc;
                     if (dst + u + L <= out_end) {
-                        v.store(dst + u);  // a spill past the row is overwritten by later rows
+                        vstore(v, dst + u);  // a spill past the row is overwritten by later rows
                     } else {  // never past this call's outputs: another thread may own them
-                        T tmp[L];
-                        v.store(tmp);
-                        std::memcpy(dst + u, tmp, static_cast<std::size_t>(Wo_ - u) * sizeof(T));
+                        M tmp[L];
+                        vstore(v, tmp);
+                        std::memcpy(dst + u, tmp, static_cast<std::size_t>(Wo_ - u) * sizeof(M));
                     }
                 }
-                for (; u < Wo_; ++u) dst[u] = ((top[2 * u] + bot[2 * u]) + (top[2 * u + 1] + bot[2 * u + 1])) * scale_;
+                for (; u < Wo_; ++u) {
+                    const T a = sload(top[2 * u]) + sload(bot[2 * u]), b = sload(top[2 * u + 1]) + sload(bot[2 * u + 1]);
+                    sstore((a + b) * scale_, dst + u);
+                }
             }
         }
     }

@@ -65,7 +65,9 @@ bool same_applicable(const plan_data<R>& p) noexcept {
            same_geometry<R>(p);
 }
 
-template <class T, std::size_t R>
+// M: the memory type of the forward pass's input and output (T, or float16 / bfloat16 for
+// T = float, converted in registers; the row sums stay in T). Backward runs in T only.
+template <class T, std::size_t R, class M = T>
 class same_kernel {
     using V = vec<T>;
     static constexpr index_t L = static_cast<index_t>(V::width);
@@ -90,7 +92,7 @@ public:
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
-    void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
+    void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
         // Zero rows above and below the plane's horizontal sums stand for the padding;
         // written once per call, the passes never touch them.
         run_in(in, in + p_.input_shape[0] * p_.input_shape[1] * n_, in, out, item_begin, item_end);
@@ -98,7 +100,7 @@ public:
 
     /// As run(), with the input readable in [in_begin, in_end) (vector reads reach up to
     /// pad_left before a plane and kw + L past it while they stay inside).
-    void run_in(const T* in_begin, const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
+    void run_in(const M* in_begin, const M* in_end, const M* in, M* out, index_t item_begin, index_t item_end) const {
         if (narrow8_) {
             narrow8<false>(in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
             return;
@@ -148,8 +150,8 @@ private:
     // the general path in another order (vertical first), within the accuracy bound; NaN and
     // Inf stay in their windows (zeroed lanes, not multiplied). Scaled (backward): each value
     // times its 1 / divisor as it is loaded, then summed over the (symmetric) window.
-    template <bool Scaled>
-    void narrow8(const T* src, T* dst, index_t count) const {
+    template <bool Scaled, class E>
+    void narrow8(const E* src, E* dst, index_t count) const {
 #if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
         if constexpr (narrow8_supported()) {
             const index_t nv = H_ / 2;  // vectors per plane
@@ -169,10 +171,10 @@ private:
                 return _mm512_add_ps(_mm512_add_ps(across(all, cur, prev, half{}), cur), across(all, next, cur, half{}));
             };
             for (index_t c = 0; c < count; ++c) {
-                const T* x = src + c * n_;
-                T* y = dst + c * n_;
+                const E* x = src + c * n_;
+                E* y = dst + c * n_;
                 auto load = [&](index_t j) {
-                    const __m512 v = _mm512_loadu_ps(x + 16 * j);
+                    const __m512 v = vload(x + 16 * j).v;
                     return Scaled ? _mm512_mul_ps(v, _mm512_loadu_ps(rgrid_ + 16 * j)) : v;
                 };
                 __m512 prev = zero, cur = load(0), next = nv > 1 ? load(1) : zero;
@@ -189,7 +191,7 @@ private:
                     const __m512 right = across(not_last, vnext, vcur, std::integral_constant<int, 1>{});
                     __m512 acc = _mm512_add_ps(_mm512_add_ps(left, vcur), right);
                     if (average) acc = _mm512_mul_ps(acc, _mm512_loadu_ps(rgrid_ + 16 * j));
-                    _mm512_storeu_ps(y + 16 * j, acc);
+                    vstore(V{acc}, y + 16 * j);
                     vprev = vcur;
                     vcur = vnext;
                 }
@@ -201,7 +203,8 @@ private:
     }
 
     // One plane: src inside [in, in_end), which bounds the vector reads.
-    void plane(const T* in, const T* in_end, const T* src, T* dst, T* buf) const {
+    template <class E>
+    void plane(const E* in, const E* in_end, const E* src, E* dst, T* buf) const {
         T* hs = buf + pt_ * W_;
         if (m_ == n_) {
             horizontal(in, in_end, src, hs);
@@ -228,7 +231,8 @@ private:
     }
 
     // Output rows [r0, r1): in pairs when step is 2 (an odd last row alone).
-    void rows_out(const T* hs, T* dst, index_t r0, index_t r1, index_t step) const {
+    template <class E>
+    void rows_out(const T* hs, E* dst, index_t r0, index_t r1, index_t step) const {
         if (step == 2) {
             for (; r0 + 2 <= r1; r0 += 2) {
                 switch (kh_) {
@@ -246,8 +250,8 @@ private:
     // Output rows r and r + 1 (W >= L): the sums of rows r + 1 .. r + K - 1 once, plus row r
     // for the first and row r + K for the second. The last vector of a row is shifted back
     // to end at the row's end (its overlapping lanes are recomputed to the same values).
-    template <int K>
-    void vpair(const T* hs, T* out, index_t r) const {
+    template <int K, class E>
+    void vpair(const T* hs, E* out, index_t r) const {
         const bool average = op_ == pool_op::average;
         const index_t W = W_, base = r * W;
         for (index_t c = 0; c < W; c += L) {
@@ -260,8 +264,8 @@ private:
                 first = first * V::load(rgrid_ + i);
                 second = second * V::load(rgrid_ + i + W);
             }
-            first.store(out + i);
-            second.store(out + i + W);
+            vstore(first, out + i);
+            vstore(second, out + i + W);
         }
     }
 
@@ -269,7 +273,8 @@ private:
     // One segment of m_ positions: the masked tap sums, in whole vectors (the masks are 0
     // past the segment, so the last vector's extra lanes write zeros into slack or into the
     // next segment before it is computed).
-    void horizontal(const T* in, const T* in_end, const T* src, T* dst) const {
+    template <class E>
+    void horizontal(const E* in, const E* in_end, const E* src, T* dst) const {
         switch (kw_) {
             case 1: hseg<1>(in, in_end, src, dst); break;
             case 2: hseg<2>(in, in_end, src, dst); break;
@@ -281,8 +286,8 @@ private:
         }
     }
 
-    template <int K>
-    void hseg(const T* in, const T* in_end, const T* src, T* dst) const {
+    template <int K, class E>
+    void hseg(const E* in, const E* in_end, const E* src, T* dst) const {
         const index_t ms = stride_;
         // With one row per segment, vectors whose every tap stays inside the row need no masks.
         const index_t ilo = m_ == W_ ? pl_ : m_, ihi = W_ - L - K + 1 + pl_;
@@ -291,15 +296,15 @@ private:
             // Offsets, not pointers, until the reads are known to be inside [in, in_end).
             const index_t off = i - pl_;
             if (i >= ilo && i <= ihi) {
-                const T* lo = src + off;
-                V acc = V::load(lo);
-                for (int j = 1; j < K; ++j) acc = acc + V::load(lo + j);
+                const E* lo = src + off;
+                V acc = vload(lo);
+                for (int j = 1; j < K; ++j) acc = acc + vload(lo + j);
                 acc.store(dst + i);
             } else if (off >= -before && off + K - 1 + L <= after) {
-                const T* lo = src + off;
+                const E* lo = src + off;
                 const T* mk = masks_ + i;
-                V acc = V::load(lo).bit_and(V::load(mk));
-                for (int j = 1; j < K; ++j) acc = acc + V::load(lo + j).bit_and(V::load(mk + j * ms));
+                V acc = vload(lo).bit_and(V::load(mk));
+                for (int j = 1; j < K; ++j) acc = acc + vload(lo + j).bit_and(V::load(mk + j * ms));
                 acc.store(dst + i);
             } else {
                 // At the very start or end of the tensor: per lane, reading only valid taps.
@@ -309,7 +314,7 @@ private:
                     T acc = T(0);
                     if (x < m_)
                         for (index_t j = 0; j < kw_; ++j)
-                            if (w + j - pl_ >= 0 && w + j - pl_ < W_) acc += src[x + j - pl_];
+                            if (w + j - pl_ >= 0 && w + j - pl_ < W_) acc += sload(src[x + j - pl_]);
                     dst[x] = acc;
                 }
             }
@@ -317,7 +322,8 @@ private:
     }
 
     // Outputs [i0, i1) of a plane; i1 is n_ or a row boundary.
-    void vertical(const T* hs, T* out, index_t i0, index_t i1) const {
+    template <class E>
+    void vertical(const T* hs, E* out, index_t i0, index_t i1) const {
         switch (kh_) {
             case 1: vrows<1>(hs, out, i0, i1); break;
             case 2: vrows<2>(hs, out, i0, i1); break;
@@ -329,8 +335,8 @@ private:
         }
     }
 
-    template <int K>
-    void vrows(const T* hs, T* out, index_t i0, index_t i1) const {
+    template <int K, class E>
+    void vrows(const T* hs, E* out, index_t i0, index_t i1) const {
         const bool average = op_ == pool_op::average;
         const index_t W = W_;
         auto at = [&](index_t i) {
@@ -339,14 +345,14 @@ private:
             return average ? acc * V::load(rgrid_ + i) : acc;
         };
         index_t i = i0;
-        for (; i + L <= i1; i += L) at(i).store(out + i);
+        for (; i + L <= i1; i += L) vstore(at(i), out + i);
         if (i < i1) {
             if (i + L <= n_) {
-                at(i).store(out + i);  // spills into rows written later by this same call
+                vstore(at(i), out + i);  // spills into rows written later by this same call
             } else {  // the plane's last partial vector: never write past the plane
-                T tmp[L];
-                at(i).store(tmp);
-                std::memcpy(out + i, tmp, static_cast<std::size_t>(i1 - i) * sizeof(T));
+                E tmp[L];
+                vstore(at(i), tmp);
+                std::memcpy(out + i, tmp, static_cast<std::size_t>(i1 - i) * sizeof(E));
             }
         }
     }

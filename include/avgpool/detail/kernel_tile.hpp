@@ -57,13 +57,14 @@ bool tile_applicable(const plan_data<R>& p, bool backward = false) noexcept {
 }
 
 /// Transposes an L x L block: row r of src (at src + r * ss) becomes column r of dst (row c at
-/// dst + c * ds). log2(L) rounds of interleaving rows r and r + L / 2.
-template <class T>
-inline void transpose_block(const T* src, index_t ss, T* dst, index_t ds) noexcept {
+/// dst + c * ds). log2(L) rounds of interleaving rows r and r + L / 2. Src and Dst: T, or a
+/// 16-bit type converted to and from T as the rows are loaded and stored.
+template <class T, class Src, class Dst>
+inline void transpose_block(const Src* src, index_t ss, Dst* dst, index_t ds) noexcept {
     using V = vec<T>;
     constexpr index_t L = static_cast<index_t>(V::width);
 #if AVGPOOL_HAS_XSIMD && defined(__AVX__)
-    if constexpr (std::is_same<T, float>::value && L == 8) {
+    if constexpr (std::is_same<T, float>::value && std::is_same<Src, T>::value && std::is_same<Dst, T>::value && L == 8) {
         // Rows r and r + 4 share a register (128-bit halves), then two in-lane rounds: 24
         // shuffles where the generic network takes 48.
         __m256 h[8], t[8];
@@ -85,15 +86,17 @@ inline void transpose_block(const T* src, index_t ss, T* dst, index_t ds) noexce
     }
 #endif
     V a[L], b[L];
-    for (index_t r = 0; r < L; ++r) a[r] = V::load(src + r * ss);
+    for (index_t r = 0; r < L; ++r) a[r] = vload(src + r * ss);
     for (index_t step = 1; step < L; step *= 2) {
         for (index_t r = 0; r < L / 2; ++r) interleave2(a[r], a[r + L / 2], b[2 * r], b[2 * r + 1]);
         std::copy(b, b + L, a);
     }
-    for (index_t c = 0; c < L; ++c) a[c].store(dst + c * ds);
+    for (index_t c = 0; c < L; ++c) vstore(a[c], dst + c * ds);
 }
 
-template <class T, std::size_t R>
+// M: the memory type of the forward pass's input and output (T, or float16 / bfloat16 for
+// T = float, converted as the tiles are transposed in and out). Backward runs in T only.
+template <class T, std::size_t R, class M = T>
 class tile_kernel {
     using V = vec<T>;
     static constexpr index_t L = static_cast<index_t>(V::width);
@@ -123,7 +126,7 @@ public:
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
-    void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
+    void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
         each_tile(in, xs_, out, os_, item_begin, item_end, [this](T* a, T* b) {
             for (std::size_t ax = 0; ax < R; ++ax) {
                 reduce(ax, a, b);
@@ -134,7 +137,7 @@ public:
     }
 
     /// As run(); the tile reads nothing past a plane (in_end is for the common interface).
-    void run_in(const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
+    void run_in(const M* in_end, const M* in, M* out, index_t item_begin, index_t item_end) const {
         (void)in_end;
         run(in, out, item_begin, item_end);
     }
@@ -158,8 +161,8 @@ public:
 private:
     // Planes [begin, end) of src (sn elements each) into tiles; passes(a, b) turns tile a into
     // the result, with b as scratch, and returns where it is; dst planes (dn elements) from it.
-    template <class Passes>
-    void each_tile(const T* src, index_t sn, T* dst, index_t dn, index_t begin, index_t end, Passes&& passes) const {
+    template <class Src, class Dst, class Passes>
+    void each_tile(const Src* src, index_t sn, Dst* dst, index_t dn, index_t begin, index_t end, Passes&& passes) const {
         std::vector<T> buf(static_cast<std::size_t>(2 * stage_ * P_));
         for (index_t p0 = begin; p0 < end; p0 += P_) {
             const index_t m = std::min(P_, end - p0);
@@ -176,26 +179,28 @@ private:
     }
 
     // m planes of n elements at src (plane stride n) -> tile[i * P + lane]; lanes past m zero.
-    void to_tile(const T* src, index_t n, index_t m, T* tile) const noexcept {
+    template <class Src>
+    void to_tile(const Src* src, index_t n, index_t m, T* tile) const noexcept {
         if (m < P_) {  // a partial tile (the end of a chunk): its planes' lanes one by one
             std::fill(tile, tile + n * P_, T(0));
             for (index_t l = 0; l < m; ++l)
-                for (index_t i = 0; i < n; ++i) tile[i * P_ + l] = src[l * n + i];
+                for (index_t i = 0; i < n; ++i) tile[i * P_ + l] = sload(src[l * n + i]);
             return;
         }
         index_t i = 0;
         for (; i + L <= n; i += L)
-            for (index_t u = 0; u < P_; u += L) transpose_block(src + u * n + i, n, tile + i * P_ + u, P_);
+            for (index_t u = 0; u < P_; u += L) transpose_block<T>(src + u * n + i, n, tile + i * P_ + u, P_);
         for (; i < n; ++i)
-            for (index_t l = 0; l < P_; ++l) tile[i * P_ + l] = src[l * n + i];
+            for (index_t l = 0; l < P_; ++l) tile[i * P_ + l] = sload(src[l * n + i]);
     }
-    void from_tile(const T* tile, index_t n, index_t m, T* dst) const noexcept {
+    template <class Dst>
+    void from_tile(const T* tile, index_t n, index_t m, Dst* dst) const noexcept {
         index_t i = 0;
         if (m == P_)
             for (; i + L <= n; i += L)
-                for (index_t u = 0; u < P_; u += L) transpose_block(tile + i * P_ + u, P_, dst + u * n + i, n);
+                for (index_t u = 0; u < P_; u += L) transpose_block<T>(tile + i * P_ + u, P_, dst + u * n + i, n);
         for (; i < n; ++i)
-            for (index_t l = 0; l < m; ++l) dst[l * n + i] = tile[i * P_ + l];
+            for (index_t l = 0; l < m; ++l) sstore(tile[i * P_ + l], dst + l * n + i);
     }
 
     // Axis ax from its input extent to its output extent; axes before it are already reduced.
