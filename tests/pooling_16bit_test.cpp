@@ -223,19 +223,20 @@ void staged_suite() {
 // store: every output is the float kernel's result on the same values rounded once, bit for
 // bit, with NaN, Inf and sums that overflow the 16-bit range. Channels-last: each path of the
 // kernel (ring, register sliding, block sums, slices, general; channel tails, C under a
-// vector). Channels-first: the 2x2 stride-2, same-grid and tile kernels (at least 32 planes,
-// where float takes the same kernel rather than splitting rows).
+// vector). Channels-first: every kernel (2x2 stride 2, same grid, tile, block, row, global),
+// whole planes and few planes split by rows.
 template <class H, std::size_t R>
 void fused_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a, std::mt19937_64& gen,
                 avgpool::layout lay = avgpool::layout::channels_last) {
     auto plan = avgpool::pooling<R>::create(shape, a, lay);
     if (!plan) return;
     const auto& d = avgpool::detail::plan_access::data(*plan);
-    if (lay == avgpool::layout::channels_last ? !avgpool::detail::cl_applicable<float, R>(d)
-                                              : shape[0] * shape[1] < 32 || !(avgpool::detail::pair_applicable<float, R>(d) ||
-                                                                              avgpool::detail::same_applicable<float, R>(d) ||
-                                                                              avgpool::detail::tile_applicable<float, R>(d)))
-        return;
+    namespace dt = avgpool::detail;
+    if (lay == avgpool::layout::channels_last ? !dt::cl_applicable<float, R>(d)
+                                              : !(dt::pair_applicable<float, R>(d) || dt::same_applicable<float, R>(d) ||
+                                                  dt::tile_applicable<float, R>(d) || dt::flat_applicable<float, R>(d) ||
+                                                  dt::cf_applicable<float, R>(d)))
+        return;  // the reference path
     SCOPED_TRACE(avgpool_test::describe<R>(shape, a, lay == avgpool::layout::channels_last ? "cl" : "cf"));
     const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), n_out = static_cast<std::size_t>(plan->output_size());
     std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
@@ -309,6 +310,20 @@ void fused_suite() {
     cube3.kernel = {3, 3, 3};
     cube3.strides = {2, 2, 2};
     fused_case<H, 3>({1, 40, 5, 6, 7}, cube3, gen, cf);
+    for (avgpool::index_t w : {13, 30, 57}) fused_case<H, 2>({1, 40, 20, w}, narrow, gen, cf);  // planes over 256: block
+    avgpool::pool_attrs<1> line;
+    line.kernel = {3};
+    line.strides = {2};
+    fused_case<H, 1>({4, 17, 60}, line, gen, cf);
+    fused_case<H, 2>({1, 3, 300, 250}, narrow, gen, cf);  // few planes: rows split, block kernel
+    line.kernel = {7};
+    line.dilations = {2};
+    fused_case<H, 1>({1, 5, 3000}, line, gen, cf);  // the row kernel
+    avgpool::pool_attrs<2> global;
+    for (avgpool::index_t w : {7, 13, 40}) {
+        global.kernel = {w, w};
+        fused_case<H, 2>({1, 40, w, w}, global, gen, cf);  // grouped and contiguous global sums
+    }
     for (int c = 0; c < 60; ++c) {
         auto pick = [&](avgpool::index_t lo, avgpool::index_t hi) {
             return std::uniform_int_distribution<avgpool::index_t>(lo, hi)(gen);
@@ -319,8 +334,9 @@ void fused_suite() {
         fused_case<H, 1>({1, pick(1, 40), s1[0]}, avgpool_test::random_attrs<1>(gen, s1), gen);
         const avgpool::dims<3> s3{pick(1, 6), pick(1, 8), pick(1, 8)};
         fused_case<H, 3>({1, pick(1, 40), s3[0], s3[1], s3[2]}, avgpool_test::random_attrs<3>(gen, s3), gen);
-        fused_case<H, 2>({pick(1, 2), pick(32, 40), sp[0], sp[1]}, avgpool_test::random_attrs<2>(gen, sp), gen, cf);
-        fused_case<H, 3>({1, pick(32, 40), s3[0], s3[1], s3[2]}, avgpool_test::random_attrs<3>(gen, s3), gen, cf);
+        fused_case<H, 2>({pick(1, 2), pick(1, 40), sp[0], sp[1]}, avgpool_test::random_attrs<2>(gen, sp), gen, cf);
+        fused_case<H, 3>({1, pick(1, 40), s3[0], s3[1], s3[2]}, avgpool_test::random_attrs<3>(gen, s3), gen, cf);
+        fused_case<H, 1>({1, pick(1, 40), s1[0]}, avgpool_test::random_attrs<1>(gen, s1), gen, cf);
         if (::testing::Test::HasFatalFailure()) return;
     }
 }

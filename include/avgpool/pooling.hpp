@@ -38,14 +38,12 @@ struct is_element
     : std::integral_constant<bool, std::is_same<T, float>::value || std::is_same<T, double>::value ||
                                        std::is_same<T, float16>::value || std::is_same<T, bfloat16>::value> {};
 
-// 16-bit staging (pooling::stage_planes): float elements per chunk of staged planes (64 KiB,
-// L2-resident with its outputs), zeros around them (at least the kernels' over-reads: 2
-// vectors of 16 floats, or a 7-wide window plus a vector), and the largest plane staged at all
-// (larger ones take the reference path). (Channels-last needs no staging: its kernel converts
-// in registers.)
+// 16-bit channels-first backward stages float copies of planes (pooling::stage_planes; the
+// forward kernels convert in registers instead): float elements per chunk of staged planes
+// (64 KiB, L2-resident with its outputs), and zeros around them (at least the kernels'
+// over-reads: 2 vectors of 16 floats, or a 7-wide window plus a vector).
 constexpr index_t stage_elements = index_t(1) << 14;
 constexpr index_t stage_slack = 64;
-constexpr index_t stage_max_elements = index_t(1) << 24;
 
 inline error_info null_pointer_error(const char* name) noexcept {
     return make_error_novalue(errc::null_pointer, name, -1, "null pointer");
@@ -484,18 +482,19 @@ private:
 
     // Calls fn(kernel) with the channels-first plane kernel for element type U that serves
     // this plan (the first that applies), and says whether there was one.
-    template <class U, class Fn>
+    // M: the element type in memory (U, or a 16-bit type the kernel converts in registers).
+    template <class U, class M, class Fn>
     bool with_plane_kernel(detail::pool_op op, Fn&& fn) const {
         if (detail::pair_applicable<U, R>(d_)) {
-            fn(detail::pair_kernel<U, R>(d_, op));
+            fn(detail::pair_kernel<U, R, M>(d_, op));
         } else if (detail::same_applicable<U, R>(d_)) {
-            fn(detail::same_kernel<U, R>(d_, op));
+            fn(detail::same_kernel<U, R, M>(d_, op));
         } else if (detail::tile_applicable<U, R>(d_)) {
-            fn(detail::tile_kernel<U, R>(d_, op));
+            fn(detail::tile_kernel<U, R, M>(d_, op));
         } else if (detail::flat_applicable<U, R>(d_)) {
-            fn(detail::flat_kernel<U, R>(d_, op));
+            fn(detail::flat_kernel<U, R, M>(d_, op));
         } else if (detail::cf_applicable<U, R>(d_)) {
-            fn(detail::cf_kernel<U, R>(d_, op));
+            fn(detail::cf_kernel<U, R, M>(d_, op));
         } else {
             return false;
         }
@@ -523,7 +522,7 @@ private:
         return true;
     }
 
-    // 16-bit types run the float kernels on float copies of a few planes at a time, so each
+    // 16-bit backward runs the float kernels on float copies of a few planes at a time, so each
     // element is converted once in and once out, and the kernel's traffic stays in L2.
     // Each chunk's copy is [slack][planes][slack]: the slack (zeros) lets every plane take the
     // same vector path whatever its position, so results do not depend on the executor.
@@ -552,29 +551,6 @@ private:
     }
 
     template <class T, class Exec>
-    bool run_staged_cf(const T* in, T* out, detail::pool_op op, Exec& exec) const {
-        const index_t src_plane = d_.input_spatial_volume(), dst_plane = d_.output_spatial_volume();
-        if (src_plane + dst_plane > detail::stage_max_elements) return false;
-        return with_plane_kernel<float>(op, [&](const auto& kernel) {
-            stage_planes(in, out, src_plane, dst_plane, exec,
-                         [&kernel](const float* lo, const float* hi, const float* s, float* d, index_t b, index_t e) {
-                             run_plane_kernel(kernel, lo, hi, s, d, b, e);
-                         });
-        });
-    }
-
-    // A plane kernel over planes [b, e) of s, told how far it may read when it over-reads.
-    template <class K>
-    static void run_plane_kernel(const K& k, const float* lo, const float* hi, const float* s, float* d, index_t b, index_t e) {
-        if constexpr (std::is_same<K, detail::same_kernel<float, R>>::value) {
-            k.run_in(lo, hi, s, d, b, e);
-        } else {
-            (void)lo;
-            k.run_in(hi, s, d, b, e);
-        }
-    }
-
-    template <class T, class Exec>
     status run(const T* in, T* out, detail::pool_op op, Exec&& exec) const {
         static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
         if (in == nullptr) return detail::null_pointer_error("in");
@@ -589,10 +565,14 @@ private:
             exec(pb.items(), [&pb, &fn](index_t begin, index_t end) { pb.for_each(begin, end, fn); });
             return status{};
         };
-        if constexpr (std::is_floating_point<T>::value) {  // SIMD kernels: float and double
-            if (d_.memory_layout == layout::channels_last && detail::cl_applicable<T, R>(d_)) {
+        // SIMD kernels: float and double, and 16-bit storage through the float kernels, which
+        // convert as they load and round once as they store (the same path as float, so a
+        // 16-bit result is the float result on the same values, rounded).
+        if constexpr (std::is_floating_point<T>::value || detail::is_half<T>::value) {
+            using U = detail::compute_t<T>;
+            if (d_.memory_layout == layout::channels_last && detail::cl_applicable<U, R>(d_)) {
                 // Items are output rows, so that N = 1 still splits across threads.
-                const detail::cl_kernel<T, R> kernel(d_, op);
+                const detail::cl_kernel<U, R, T> kernel(d_, op);
                 exec(kernel.items(), [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
                 return status{};
             }
@@ -609,29 +589,9 @@ private:
                     kernel.run_rows(in, out, plane, r0, r1);
                 });
             };
-            if (rows.split() && detail::flat_split_applicable<T, R>(d_)) return split_rows(detail::flat_kernel<T, R>(d_, op));
-            if (rows.split() && detail::cf_applicable<T, R>(d_)) return split_rows(detail::cf_kernel<T, R>(d_, op));
-            if (with_plane_kernel<T>(op, planes)) return status{};
-        } else if (d_.memory_layout == layout::channels_first) {
-            // 16-bit: the kernels that read T and convert in registers, else staged float copies.
-            if (detail::pair_applicable<float, R>(d_)) {
-                planes(detail::pair_kernel<float, R, T>(d_, op));
-                return status{};
-            }
-            if (detail::same_applicable<float, R>(d_)) {
-                planes(detail::same_kernel<float, R, T>(d_, op));
-                return status{};
-            }
-            if (detail::tile_applicable<float, R>(d_)) {
-                planes(detail::tile_kernel<float, R, T>(d_, op));
-                return status{};
-            }
-            if (run_staged_cf(in, out, op, exec)) return status{};
-        } else if (detail::cl_applicable<float, R>(d_)) {
-            // 16-bit channels-last: the float kernel reads and writes T, converting in registers.
-            const detail::cl_kernel<float, R, T> kernel(d_, op);
-            exec(kernel.items(), [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
-            return status{};
+            if (rows.split() && detail::flat_split_applicable<U, R>(d_)) return split_rows(detail::flat_kernel<U, R, T>(d_, op));
+            if (rows.split() && detail::cf_applicable<U, R>(d_)) return split_rows(detail::cf_kernel<U, R, T>(d_, op));
+            if (with_plane_kernel<U, T>(op, planes)) return status{};
         }
         // The reference: blocks of a plane's outputs when there are few planes (as above).
         const detail::plane_blocks outputs(items, d_.output_spatial_volume(), input_size());

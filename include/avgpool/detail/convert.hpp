@@ -10,6 +10,7 @@
 #define AVGPOOL_DETAIL_CONVERT_HPP
 
 #include <cstddef>
+#include <cstring>
 #include <type_traits>
 
 #include "../float16.hpp"
@@ -196,6 +197,19 @@ inline void vstore_f16(const vec<F>& v, float16* p) noexcept {
     }
 #endif
     vstore_portable(v, p);
+}
+
+/// dst[i] = src[i] (rounded once to M), i < n.
+template <class T, class M>
+inline void store_n(const T* src, M* dst, std::size_t n) noexcept {
+    if constexpr (std::is_same<T, M>::value) {
+        std::memcpy(dst, src, n * sizeof(T));
+    } else {
+        constexpr std::size_t W = vec<T>::width;
+        std::size_t i = 0;
+        for (; i + W <= n; i += W) vstore(vec<T>::load(src + i), dst + i);
+        for (; i < n; ++i) sstore(src[i], dst + i);
+    }
 }
 
 // Written as templates (F = float) so that the branches for other vector widths are discarded.

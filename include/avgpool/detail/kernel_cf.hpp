@@ -85,8 +85,8 @@ constexpr index_t global_group_max = 32;
 
 /// Sum of n contiguous values: blocks of 4 independent vector accumulators, the block sums
 /// added in double. Error ~ (block / (4 * width) + log2 + n / block) * eps * sum|x|.
-template <class T>
-double contiguous_sum(const T* x, index_t n) noexcept {
+template <class M, class T = compute_t<M>>
+double contiguous_sum(const M* x, index_t n) noexcept {
     using V = vec<T>;
     constexpr index_t L = static_cast<index_t>(V::width);
     constexpr index_t block = 1024;
@@ -96,17 +96,17 @@ double contiguous_sum(const T* x, index_t n) noexcept {
         V a0 = V::splat(T(0)), a1 = a0, a2 = a0, a3 = a0;
         index_t i = b0;
         for (; i + 4 * L <= b1; i += 4 * L) {
-            a0 = a0 + V::load(x + i);
-            a1 = a1 + V::load(x + i + L);
-            a2 = a2 + V::load(x + i + 2 * L);
-            a3 = a3 + V::load(x + i + 3 * L);
+            a0 = a0 + vload(x + i);
+            a1 = a1 + vload(x + i + L);
+            a2 = a2 + vload(x + i + 2 * L);
+            a3 = a3 + vload(x + i + 3 * L);
         }
-        for (; i + L <= b1; i += L) a0 = a0 + V::load(x + i);
+        for (; i + L <= b1; i += L) a0 = a0 + vload(x + i);
         T lanes[V::width];
         ((a0 + a1) + (a2 + a3)).store(lanes);
         T s = T(0);
         for (index_t l = 0; l < L; ++l) s += lanes[l];
-        for (; i < b1; ++i) s += x[i];
+        for (; i < b1; ++i) s += sload(x[i]);
         total += static_cast<double>(s);
     }
     return total;
@@ -164,7 +164,9 @@ inline T nested_vsum1(const S* const* rows, index_t n0, index_t n1, index_t x) n
     return acc;
 }
 
-template <class T, std::size_t R>
+// M: the memory type of in and out (T, or float16 / bfloat16 for T = float: loads convert,
+// the row buffers and sums stay in T, each output is rounded once as it is stored).
+template <class T, std::size_t R, class M = T>
 class cf_kernel {
     using V = vec<T>;
     static constexpr index_t L = static_cast<index_t>(V::width);
@@ -213,13 +215,13 @@ public:
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
-    void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
+    void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
         run_in(in + p_.input_shape[0] * p_.input_shape[1] * p_.input_spatial_volume(), in, out, item_begin, item_end);
     }
 
     /// As run(), with the input readable up to in_end (rows narrower than a vector read one
     /// whole vector while it stays below in_end).
-    void run_in(const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
+    void run_in(const M* in_end, const M* in, M* out, index_t item_begin, index_t item_end) const {
         const index_t in_plane = p_.input_spatial_volume(), out_plane = p_.output_spatial_volume();
         if (p_.global) {
             if (group_n_ > 0) {
@@ -247,11 +249,11 @@ public:
     /// pools have the single row 0). Each row goes through the same row() call with the same
     /// input-row list as in run(), so the outputs are bit-identical to run()'s: a plane can
     /// be split across threads when there are few planes.
-    void run_rows(const T* in, T* out, index_t item, index_t row_begin, index_t row_end) const {
+    void run_rows(const M* in, M* out, index_t item, index_t row_begin, index_t row_end) const {
         if (row_begin >= row_end) return;
         const index_t in_plane = p_.input_spatial_volume(), out_plane = p_.output_spatial_volume();
-        const T* src = in + item * in_plane;
-        T* dst = out + item * out_plane;
+        const M* src = in + item * in_plane;
+        M* dst = out + item * out_plane;
         if (p_.global) {
             if (group_n_ > 0)
                 global_group(src, dst, 1);
@@ -267,7 +269,7 @@ public:
             zero(b.odd, 0, cf_buffer / 2 + slack);
         }
         const pool_geometry<R>& g = p_.geometry;
-        const T* rows[cf_max_outer_rows];
+        const M* rows[cf_max_outer_rows];
         if constexpr (R == 1) {
             rows[0] = src;
             row(b, rows, 1, 1, dst, 1.0);
@@ -304,7 +306,7 @@ private:
     // plane i's sum in lane i. Every plane's lanes are added in the same order whatever its
     // slot in the group, so results do not depend on the grouping (the executor's split).
     // Error: n / L sequential adds per lane, then log2(L) levels: far inside the bound.
-    void global_group(const T* src, T* dst, index_t count) const {
+    void global_group(const M* src, M* dst, index_t count) const {
         const index_t n = group_n_;
         V acc[L];
         for (index_t i = 0; i < L; ++i) {
@@ -312,11 +314,11 @@ private:
                 acc[i] = V::splat(T(0));
                 continue;
             }
-            const T* x = src + i * n;
-            V a = V::load(x);
+            const M* x = src + i * n;
+            V a = vload(x);
             index_t j = L;
-            for (; j + L <= n; j += L) a = a + V::load(x + j);
-            if (j < n) a = a + V::load(x + n - L).bit_and(V::load(tail_mask_));
+            for (; j + L <= n; j += L) a = a + vload(x + j);
+            if (j < n) a = a + vload(x + n - L).bit_and(V::load(tail_mask_));
             acc[i] = a;
         }
         for (index_t m = L; m > 1; m /= 2) {
@@ -330,28 +332,28 @@ private:
         if (op_ == pool_op::average)
             r = global_empty_ ? V::splat(empty_window_value<T>(p_.empty_window_nan)) : r / V::splat(static_cast<T>(global_div_));
         if (count == L) {
-            r.store(dst);
+            vstore(r, dst);
             return;
         }
         alignas(64) T lanes[L];
         r.store(lanes);
-        std::memcpy(dst, lanes, static_cast<std::size_t>(count) * sizeof(T));
+        store_n(lanes, dst, static_cast<std::size_t>(count));
     }
 
-    void global(const T* src, T* dst, index_t n) const {
+    void global(const M* src, M* dst, index_t n) const {
         const double sum = contiguous_sum(src, n);
         if (op_ == pool_op::sum) {
-            *dst = static_cast<T>(sum);
+            sstore(static_cast<T>(sum), dst);
             return;
         }
-        *dst = global_empty_ ? empty_window_value<T>(p_.empty_window_nan) : static_cast<T>(sum / global_div_);
+        sstore(global_empty_ ? empty_window_value<T>(p_.empty_window_nan) : static_cast<T>(sum / global_div_), dst);
     }
 
     struct buffers {
         alignas(64) T buf[cf_buffer + slack + L];
         alignas(64) T even[cf_buffer / 2 + slack + L];
         alignas(64) T odd[cf_buffer / 2 + slack + L];
-        const T* in_end = nullptr;  // how far vpass may over-read
+        const M* in_end = nullptr;  // how far vpass may over-read
     };
 
     bool single_tile() const noexcept { return tile_ == Wo_; }
@@ -359,26 +361,26 @@ private:
     // The output of first-axis index o when its window covers the other axes whole (i3d's
     // 2x7x7 on 8x7x7 slices): a contiguous sum, as global pooling does, divided as row()
     // divides. False (the caller runs row()) for other plans and for empty windows.
-    bool contiguous_row(const T* src, T* dst, index_t o) const {
+    bool contiguous_row(const M* src, M* dst, index_t o) const {
         if (contig_inner_ == 0) return false;
         const window& w0 = p_.axis(0)[o];
         if (w0.count == 0) return false;
         const T sum = static_cast<T>(contiguous_sum(src + w0.first * contig_inner_, w0.count * contig_inner_));
         if (op_ == pool_op::sum) {
-            *dst = sum;
+            sstore(sum, dst);
             return true;
         }
         double outer = static_cast<double>(w0.divisor);
         for (std::size_t a = 1; a + 1 < R; ++a) outer *= static_cast<double>(p_.axis(a)[0].divisor);
         const T div = p_.divisor_override > 0 ? static_cast<T>(p_.divisor_override) : static_cast<T>(outer) * last_div_[0];
-        *dst = sum / div;
+        sstore(sum / div, dst);
         return true;
     }
 
     // One (n, c) plane: walk the output rows of the outer axes, listing each row's input rows.
-    void plane(buffers& b, const T* src, T* dst) const {
+    void plane(buffers& b, const M* src, M* dst) const {
         const pool_geometry<R>& g = p_.geometry;
-        const T* rows[cf_max_outer_rows];
+        const M* rows[cf_max_outer_rows];
         if constexpr (R == 1) {
             rows[0] = src;
             row(b, rows, 1, 1, dst, 1.0);
@@ -409,31 +411,31 @@ private:
 
     // Vertical sum at column x of n0 groups of n1 rows; R < 3 has a single group.
     template <int N1>
-    static V vsum(const T* const* rows, index_t n0, index_t n1, index_t x) noexcept {
+    static V vsum(const M* const* rows, index_t n0, index_t n1, index_t x) noexcept {
         if constexpr (R < 3) {
             (void)n0;  // one group: R = 1 has one row, R = 2 one group of n1 rows
-            V acc = V::load(rows[0] + x);
+            V acc = vload(rows[0] + x);
             if constexpr (N1 > 0) {
-                for (int j = 1; j < N1; ++j) acc = acc + V::load(rows[j] + x);
+                for (int j = 1; j < N1; ++j) acc = acc + vload(rows[j] + x);
             } else {
-                for (index_t j = 1; j < n1; ++j) acc = acc + V::load(rows[j] + x);
+                for (index_t j = 1; j < n1; ++j) acc = acc + vload(rows[j] + x);
             }
             return acc;
         }
         return nested_vsum<T, N1>(rows, n0, n1, x);
     }
-    static T vsum1(const T* const* rows, index_t n0, index_t n1, index_t x) noexcept {
+    static T vsum1(const M* const* rows, index_t n0, index_t n1, index_t x) noexcept {
         return nested_vsum1(rows, n0, n1, x);
     }
 
     // buf[i] = vertical sum at input column x0 + (i - i_lo), for i in [i_lo, i_hi).
     template <int N1>
-    static void vpass(T* buf, index_t i_lo, index_t i_hi, const T* const* rows, index_t n0, index_t n1,
-                      index_t x0, const T* in_end) noexcept {
+    static void vpass(T* buf, index_t i_lo, index_t i_hi, const M* const* rows, index_t n0, index_t n1,
+                      index_t x0, const M* in_end) noexcept {
         if constexpr (R == 3 && (N1 == 2 || N1 == 3)) {
             if (n0 == N1) return vpass_fixed<N1, N1>(buf, i_lo, i_hi, rows, x0, in_end);  // cubic
         }
-        const T* const* r = rows;
+        const M* const* r = rows;
         index_t i = i_lo;
         for (; i + L <= i_hi; i += L) vsum<N1>(r, n0, n1, x0 + (i - i_lo)).store(buf + i);
         vpass_tail<N1>(buf, i, i_hi, rows, n0, n1, x0 + (i - i_lo), in_end);
@@ -442,9 +444,9 @@ private:
     // vpass() for R = 3 windows of N0 x N1 rows (the cubic 2x2x2 and 3x3x3 pools), through
     // fixed_nested_vsum(): same sums in the same order.
     template <int N0, int N1>
-    static void vpass_fixed(T* buf, index_t i_lo, index_t i_hi, const T* const* rows, index_t x0,
-                            const T* in_end) noexcept {
-        const T* r[N0 * N1];
+    static void vpass_fixed(T* buf, index_t i_lo, index_t i_hi, const M* const* rows, index_t x0,
+                            const M* in_end) noexcept {
+        const M* r[N0 * N1];
         for (int j = 0; j < N0 * N1; ++j) r[j] = rows[j];
         index_t i = i_lo, x = x0;
         for (; i + L <= i_hi; i += L, x += L)
@@ -454,14 +456,14 @@ private:
 
     // The last columns of vpass() from buf[i] (input column x) to i_hi, fewer than a vector.
     template <int N1>
-    static void vpass_tail(T* buf, index_t i, index_t i_hi, const T* const* rows, index_t n0, index_t n1,
-                           index_t x, const T* in_end) noexcept {
-        const T* const* r = rows;
+    static void vpass_tail(T* buf, index_t i, index_t i_hi, const M* const* rows, index_t n0, index_t n1,
+                           index_t x, const M* in_end) noexcept {
+        const M* const* r = rows;
         if (i == i_hi) return;
         // The tail (all of a row narrower than a vector, e.g. 7x7 planes) as one vector when
         // that stays inside the input: same sums per lane; the lanes past i_hi land in the
         // buffer's zero padding, which is restored.
-        const T* last = r[n0 * n1 - 1];  // rows are listed in ascending address order
+        const M* last = r[n0 * n1 - 1];  // rows are listed in ascending address order
         if (in_end - (last + x) >= L) {  // as a distance: no pointer past the input
             vsum<N1>(r, n0, n1, x).store(buf + i);
             zero(buf, i_hi, i + L);
@@ -486,12 +488,12 @@ private:
     };
 
     // One output row: tiles of output columns, each through the row buffer.
-    void row(buffers& b, const T* const* rows, index_t n0, index_t n1, T* dst, double outer) const {
+    void row(buffers& b, const M* const* rows, index_t n0, index_t n1, M* dst, double outer) const {
         const bool average = op_ == pool_op::average;
         const bool override_div = p_.divisor_override > 0;
         if (average && !override_div && outer == 0.0) {
             // The outer window counts no tap: every output of the row is empty.
-            std::fill(dst, dst + Wo_, empty_window_value<T>(p_.empty_window_nan));
+            std::fill(dst, dst + Wo_, M(empty_window_value<T>(p_.empty_window_nan)));
             return;
         }
         const bool no_taps = n0 == 0 || n1 == 0;  // include_pad windows wholly in padding
@@ -520,7 +522,7 @@ private:
             if (!single) zero(b.buf, i_hi, len + slack);
 
             div.last = last_div_ + t0;
-            T* out = dst + t0;
+            M* out = dst + t0;
             if (s_ == 2) {
                 const index_t half = (len + 1) / 2;
                 for (index_t m = 0; m < half; m += L) {
@@ -547,7 +549,7 @@ private:
         for (index_t i = from; i < to; i += L) z.store(buf + i);
     }
 
-    using hpass_fn = void (cf_kernel::*)(T*, index_t, const T*, const T*, bool, const row_divisor&) const;
+    using hpass_fn = void (cf_kernel::*)(M*, index_t, const T*, const T*, bool, const row_divisor&) const;
 
     // Picks the horizontal pass once per call: unrolled for small kernels with dilation 1 at
     // stride 1 or 2, generic otherwise.
@@ -568,15 +570,15 @@ private:
     }
 
     // Divides (for averages) and stores the outputs u .. u + L - 1, or only those below wt.
-    static void finish(T* out, index_t u, V acc, bool average, const row_divisor& div) noexcept {
+    static void finish(M* out, index_t u, V acc, bool average, const row_divisor& div) noexcept {
         if (average) acc = acc / div.at(u);
-        acc.store(out + u);
+        vstore(acc, out + u);
     }
-    static void finish_tail(T* out, index_t u, index_t wt, V acc, bool average, const row_divisor& div) noexcept {
+    static void finish_tail(M* out, index_t u, index_t wt, V acc, bool average, const row_divisor& div) noexcept {
         if (average) acc = acc / div.at(u);
-        T tmp[V::width];
-        acc.store(tmp);
-        std::memcpy(out + u, tmp, static_cast<std::size_t>(wt - u) * sizeof(T));
+        M tmp[V::width];
+        vstore(acc, tmp);
+        std::memcpy(out + u, tmp, static_cast<std::size_t>(wt - u) * sizeof(M));
     }
 
     // Dilation 1, K taps, stride S in {1, 2}: tap j of output u is at ph[j % S][u + j / S].
@@ -587,7 +589,7 @@ private:
         return acc;
     }
     template <int K, int S>
-    void hpass(T* out, index_t wt, const T* ph0, const T* ph1, bool average, const row_divisor& div) const {
+    void hpass(M* out, index_t wt, const T* ph0, const T* ph1, bool average, const row_divisor& div) const {
         index_t u = 0;
         for (; u + L <= wt; u += L) finish(out, u, taps<K, S>(ph0, ph1, u), average, div);
         if (u < wt) finish_tail(out, u, wt, taps<K, S>(ph0, ph1, u), average, div);
@@ -602,29 +604,29 @@ private:
         }
         return acc;
     }
-    void hpass_any(T* out, index_t wt, const T* ph0, const T* ph1, bool average, const row_divisor& div) const {
+    void hpass_any(M* out, index_t wt, const T* ph0, const T* ph1, bool average, const row_divisor& div) const {
         index_t u = 0;
         for (; u + L <= wt; u += L) finish(out, u, taps_any(ph0, ph1, u), average, div);
         if (u < wt) finish_tail(out, u, wt, taps_any(ph0, ph1, u), average, div);
     }
 
     // Adaptive windows: output u sums buf[first, first + count) of its own window.
-    void hpass_table(T* out, index_t wt, const T* buf, const T*, bool average, const row_divisor& div) const {
+    void hpass_table(M* out, index_t wt, const T* buf, const T*, bool average, const row_divisor& div) const {
         const window* w = p_.axis(R - 1);
         for (index_t u = 0; u < wt; ++u) {
             const T* x = buf + w[u].first;
             T acc = x[0];
             for (index_t i = 1; i < w[u].count; ++i) acc += x[i];
-            out[u] = average ? acc / div.at1(u) : acc;
+            sstore(average ? acc / div.at1(u) : acc, out + u);
         }
     }
 
     // Strides >= 3: one output at a time from the buffer (fewer outputs per input).
-    void hpass_scalar(T* out, index_t wt, const T* buf, const T*, bool average, const row_divisor& div) const {
+    void hpass_scalar(M* out, index_t wt, const T* buf, const T*, bool average, const row_divisor& div) const {
         for (index_t u = 0; u < wt; ++u) {
             T acc = buf[u * s_];
             for (index_t j = 1; j < k_; ++j) acc += buf[u * s_ + j * d_];
-            out[u] = average ? acc / div.at1(u) : acc;
+            sstore(average ? acc / div.at1(u) : acc, out + u);
         }
     }
 

@@ -63,7 +63,9 @@ bool flat_split_applicable(const plan_data<R>& p) noexcept {
     return flat_applicable<T, R>(p) && p.geometry.input[R - 1] <= flat_split_max_width;
 }
 
-template <class T, std::size_t R>
+// M: the memory type of in and out (T, or float16 / bfloat16 for T = float, converted as the
+// rows are read and as a block's outputs are copied out).
+template <class T, std::size_t R, class M = T>
 class flat_kernel {
     using V = vec<T>;
     static constexpr index_t L = static_cast<index_t>(V::width);
@@ -91,13 +93,13 @@ public:
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c). Blocks of output rows run across
     /// plane boundaries, so small planes (7x7) share the per-block costs.
-    void run(const T* in, T* out, index_t item_begin, index_t item_end) const {
+    void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
         run_in(in + p_.input_shape[0] * p_.input_shape[1] * in_plane_, in, out, item_begin, item_end);
     }
 
     /// As run(), with the input readable up to in_end (narrow rows over-read up to 2 vectors
     /// past a plane's end while they stay below it).
-    void run_in(const T* in_end, const T* in, T* out, index_t item_begin, index_t item_end) const {
+    void run_in(const M* in_end, const M* in, M* out, index_t item_begin, index_t item_end) const {
         run_span(in_end, in, out, item_begin * outer_, item_end * outer_);
     }
 
@@ -105,7 +107,7 @@ public:
     /// every axis but the last: oh for R = 2, od * Ho + oh for R = 3; R = 1 has the one row 0),
     /// for splitting few planes across threads. Each output row is computed on its own (its
     /// vertical sum, then its horizontal taps), so the bits are run()'s whatever the split.
-    void run_rows(const T* in, T* out, index_t item, index_t row_begin, index_t row_end) const {
+    void run_rows(const M* in, M* out, index_t item, index_t row_begin, index_t row_end) const {
         if (row_begin >= row_end) return;
         run_span(in + p_.input_shape[0] * p_.input_shape[1] * in_plane_, in, out, item * outer_ + row_begin,
                  item * outer_ + row_end);
@@ -114,15 +116,15 @@ public:
 private:
     // Rows g_begin .. g_end - 1 of all planes' outer output rows in order (row g is row g % outer_
     // of plane g / outer_), in blocks of rows_per_block_ that run across plane boundaries.
-    void run_span(const T* in_end, const T* in, T* out, index_t g_begin, index_t g_end) const {
+    void run_span(const M* in_end, const M* in, M* out, index_t g_begin, index_t g_end) const {
         alignas(64) T buf[flat_block + 4 * L];
         alignas(64) T obuf[flat_block + 2 * L];  // a block's outputs, copied out at once
         T* P[2] = {buf, buf + rows_per_block_ * row_len_};
         std::fill(buf, buf + rows_per_block_ * row_len_ * s_ + L, T(0));  // the padding, once
         const pool_geometry<R>& g = p_.geometry;
         const index_t Ho = outer_, in_plane = in_plane_;
-        const T* rows[cf_max_outer_rows];
-        const T* src = in + g_begin / Ho * in_plane;  // plane of the next row to fill
+        const M* rows[cf_max_outer_rows];
+        const M* src = in + g_begin / Ho * in_plane;  // plane of the next row to fill
         index_t oh = g_begin % Ho;                    // its outer output row in that plane
         for (index_t g0 = g_begin; g0 < g_end; g0 += rows_per_block_) {
             const index_t nr = std::min(rows_per_block_, g_end - g0), oh0 = oh;
@@ -151,28 +153,28 @@ private:
                 }
             }
             horizontal(P, nr, oh0, Ho, obuf);
-            std::memcpy(out + g0 * Wo_, obuf, static_cast<std::size_t>(nr * Wo_) * sizeof(T));
+            store_n(obuf, out + g0 * Wo_, static_cast<std::size_t>(nr * Wo_));
         }
     }
 
     // Vertical sum of N rows at column x, unrolled (N = 0: n rows at run time).
     template <int N>
-    static V vsum(const T* const* rows, index_t n, index_t x) noexcept {
-        V acc = V::load(rows[0] + x);
+    static V vsum(const M* const* rows, index_t n, index_t x) noexcept {
+        V acc = vload(rows[0] + x);
         if constexpr (N > 0) {
-            for (int i = 1; i < N; ++i) acc = acc + V::load(rows[i] + x);
+            for (int i = 1; i < N; ++i) acc = acc + vload(rows[i] + x);
         } else {
-            for (index_t i = 1; i < n; ++i) acc = acc + V::load(rows[i] + x);
+            for (index_t i = 1; i < n; ++i) acc = acc + vload(rows[i] + x);
         }
         return acc;
     }
-    static T vsum1(const T* const* rows, index_t n, index_t x) noexcept {
-        T acc = rows[0][x];
-        for (index_t i = 1; i < n; ++i) acc += rows[i][x];
+    static T vsum1(const M* const* rows, index_t n, index_t x) noexcept {
+        T acc = sload(rows[0][x]);
+        for (index_t i = 1; i < n; ++i) acc += sload(rows[i][x]);
         return acc;
     }
 
-    void vertical(T* const* P, index_t r, const T* const* rows, index_t n, const T* in_end) const {
+    void vertical(T* const* P, index_t r, const M* const* rows, index_t n, const M* in_end) const {
         switch (n) {
             case 0: vzero(P, r); break;
             case 1: vrow<1>(P, r, rows, n, in_end); break;
@@ -189,7 +191,7 @@ private:
     }
 
     template <int N>
-    void vrow(T* const* P, index_t r, const T* const* rows, index_t n, const T* in_end) const {
+    void vrow(T* const* P, index_t r, const M* const* rows, index_t n, const M* in_end) const {
         if (s_ == 1) {
             T* dst = P[0] + r * row_len_ + pb_;
             index_t x = 0;

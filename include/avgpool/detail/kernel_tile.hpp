@@ -136,12 +136,6 @@ public:
         });
     }
 
-    /// As run(); the tile reads nothing past a plane (in_end is for the common interface).
-    void run_in(const M* in_end, const M* in, M* out, index_t item_begin, index_t item_end) const {
-        (void)in_end;
-        run(in, out, item_begin, item_end);
-    }
-
     /// backward(): grad_in planes item_begin .. item_end - 1 from grad_out.
     void run_backward(const T* grad_out, T* grad_in, index_t item_begin, index_t item_end) const {
         // The forward reciprocals: an empty window's (inf or 1) never reaches grad_in, as no
