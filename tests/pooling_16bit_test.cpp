@@ -110,12 +110,12 @@ void expect_within_bound(const avgpool::pooling<R>& plan, const std::vector<H>& 
     (void)plan;
 }
 
-// 16-bit runs the float kernels on staged float copies (chunks of planes, or of a
-// channels-last image's rows). Geometries that reach each kernel, plane counts that make
-// short last groups, both layouts, R = 1-3: each within an ulp of float on the same values,
-// and bit-identical whatever the executor (chunks start staging groups at different planes).
+// 16-bit through every kernel path (forward: the float kernels converting in registers;
+// channels-first backward: staged float copies of chunks of planes). Geometries that reach each
+// kernel, plane counts that make short last groups, both layouts, R = 1-3: each result within
+// the accuracy bound, and bit-identical whatever the executor (chunks start at different planes).
 template <class H, std::size_t R>
-void staged_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a, avgpool::layout lay,
+void kernel_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a, avgpool::layout lay,
                  std::mt19937_64& gen) {
     auto plan = avgpool::pooling<R>::create(shape, a, lay);
     if (!plan) return;
@@ -166,54 +166,54 @@ void staged_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>
 }
 
 template <class H>
-void staged_suite() {
+void kernel_suite() {
     using avgpool::layout;
     std::mt19937_64 gen(sizeof(H) * 77 + 1);
     for (layout lay : {layout::channels_first, layout::channels_last}) {
         avgpool::pool_attrs<2> pair;  // 2x2 stride 2
         pair.kernel = {2, 2};
         pair.strides = {2, 2};
-        staged_case<H, 2>({1, 37, 16, 16}, pair, lay, gen);
+        kernel_case<H, 2>({1, 37, 16, 16}, pair, lay, gen);
         avgpool::pool_attrs<2> same;  // 3x3 stride 1 same grid, and 7x7
         same.kernel = {3, 3};
         same.pads_begin = same.pads_end = {1, 1};
-        staged_case<H, 2>({2, 9, 13, 11}, same, lay, gen);
+        kernel_case<H, 2>({2, 9, 13, 11}, same, lay, gen);
         same.kernel = {7, 7};
         same.pads_begin = same.pads_end = {3, 3};
-        staged_case<H, 2>({1, 5, 20, 70}, same, lay, gen);  // wider rows than a segment
+        kernel_case<H, 2>({1, 5, 20, 70}, same, lay, gen);  // wider rows than a segment
         avgpool::pool_attrs<2> narrow;  // narrow rows at stride 2
         narrow.kernel = {3, 3};
         narrow.strides = {2, 2};
         narrow.pads_begin = narrow.pads_end = {1, 1};
-        staged_case<H, 2>({1, 300, 7, 9}, narrow, lay, gen);  // many tiny planes: the tile kernel
-        staged_case<H, 2>({1, 12, 7, 9}, narrow, lay, gen);   // under 16 planes: the flat kernel
-        staged_case<H, 2>({1, 40, 20, 21}, narrow, lay, gen);  // planes over 256: the flat kernel
+        kernel_case<H, 2>({1, 300, 7, 9}, narrow, lay, gen);  // many tiny planes: the tile kernel
+        kernel_case<H, 2>({1, 12, 7, 9}, narrow, lay, gen);   // under 16 planes: the flat kernel
+        kernel_case<H, 2>({1, 40, 20, 21}, narrow, lay, gen);  // planes over 256: the flat kernel
         avgpool::pool_attrs<2> global;
         global.kernel = {14, 14};
-        staged_case<H, 2>({1, 40, 14, 14}, global, lay, gen);
+        kernel_case<H, 2>({1, 40, 14, 14}, global, lay, gen);
         avgpool::pool_attrs<3> cube;
         cube.kernel = {2, 3, 3};
         cube.strides = {1, 2, 1};
         cube.pads_begin = {0, 1, 1};
-        staged_case<H, 3>({1, 6, 5, 12, 10}, cube, lay, gen);
-        // Large channels-last images: converted a few rows per step, overlapping windows.
-        staged_case<H, 2>({1, 64, 40, 50}, same, lay, gen);
+        kernel_case<H, 3>({1, 6, 5, 12, 10}, cube, lay, gen);
+        // Large images: many rows, overlapping windows.
+        kernel_case<H, 2>({1, 64, 40, 50}, same, lay, gen);
         cube.strides = {1, 1, 2};
-        staged_case<H, 3>({1, 16, 6, 20, 30}, cube, lay, gen);
+        kernel_case<H, 3>({1, 16, 6, 20, 30}, cube, lay, gen);
         avgpool::pool_attrs<1> line;
         line.kernel = {25};
         line.pads_begin = line.pads_end = {12};
-        staged_case<H, 1>({2, 7, 100}, line, lay, gen);
+        kernel_case<H, 1>({2, 7, 100}, line, lay, gen);
         for (int c = 0; c < 40; ++c) {
             auto pick = [&](avgpool::index_t lo, avgpool::index_t hi) {
                 return std::uniform_int_distribution<avgpool::index_t>(lo, hi)(gen);
             };
             const avgpool::dims<2> sp{pick(1, 30), pick(1, 40)};
-            staged_case<H, 2>({pick(1, 2), pick(1, 40), sp[0], sp[1]}, avgpool_test::random_attrs<2>(gen, sp), lay, gen);
+            kernel_case<H, 2>({pick(1, 2), pick(1, 40), sp[0], sp[1]}, avgpool_test::random_attrs<2>(gen, sp), lay, gen);
             const avgpool::dims<1> s1{pick(1, 200)};
-            staged_case<H, 1>({1, pick(1, 20), s1[0]}, avgpool_test::random_attrs<1>(gen, s1), lay, gen);
+            kernel_case<H, 1>({1, pick(1, 20), s1[0]}, avgpool_test::random_attrs<1>(gen, s1), lay, gen);
             const avgpool::dims<3> s3{pick(1, 6), pick(1, 9), pick(1, 9)};
-            staged_case<H, 3>({1, pick(1, 9), s3[0], s3[1], s3[2]}, avgpool_test::random_attrs<3>(gen, s3), lay, gen);
+            kernel_case<H, 3>({1, pick(1, 9), s3[0], s3[1], s3[2]}, avgpool_test::random_attrs<3>(gen, s3), lay, gen);
             if (::testing::Test::HasFatalFailure()) return;
         }
     }
@@ -344,8 +344,8 @@ void fused_suite() {
 TEST(SixteenBit, FusedFloat16) { fused_suite<avgpool::float16>(); }
 TEST(SixteenBit, FusedBFloat16) { fused_suite<avgpool::bfloat16>(); }
 
-TEST(SixteenBit, StagedKernelsFloat16) { staged_suite<avgpool::float16>(); }
-TEST(SixteenBit, StagedKernelsBFloat16) { staged_suite<avgpool::bfloat16>(); }
+TEST(SixteenBit, KernelsFloat16) { kernel_suite<avgpool::float16>(); }
+TEST(SixteenBit, KernelsBFloat16) { kernel_suite<avgpool::bfloat16>(); }
 
 TEST(SixteenBit, OneCallAndNaN) {
     avgpool::pool_attrs<1> a;
