@@ -347,6 +347,23 @@ TEST(SixteenBit, FusedBFloat16) { fused_suite<avgpool::bfloat16>(); }
 TEST(SixteenBit, KernelsFloat16) { kernel_suite<avgpool::float16>(); }
 TEST(SixteenBit, KernelsBFloat16) { kernel_suite<avgpool::bfloat16>(); }
 
+// Plans no fast kernel takes (rank 4) run the reference kernel on 16-bit values.
+template <class H>
+void reference_path() {
+    std::mt19937_64 gen(sizeof(H) * 5 + 3);
+    avgpool::pool_attrs<4> a;
+    a.kernel = {2, 1, 3, 2};
+    a.strides = {1, 2, 2, 1};
+    a.pads_begin = {0, 1, 1, 0};
+    a.pads_end = {1, 0, 1, 1};
+    auto plan = avgpool::pooling<4>::create({1, 3, 3, 4, 5, 6}, a);
+    ASSERT_TRUE(plan.ok());
+    check<H>(*plan, gen);
+}
+
+TEST(SixteenBit, ReferencePathFloat16) { reference_path<avgpool::float16>(); }
+TEST(SixteenBit, ReferencePathBFloat16) { reference_path<avgpool::bfloat16>(); }
+
 TEST(SixteenBit, OneCallAndNaN) {
     avgpool::pool_attrs<1> a;
     a.kernel = {2};
