@@ -205,10 +205,7 @@ inline void store_n(const T* src, M* dst, std::size_t n) noexcept {
     if constexpr (std::is_same<T, M>::value) {
         std::memcpy(dst, src, n * sizeof(T));
     } else {
-        constexpr std::size_t W = vec<T>::width;
-        std::size_t i = 0;
-        for (; i + W <= n; i += W) vstore(vec<T>::load(src + i), dst + i);
-        for (; i < n; ++i) sstore(src[i], dst + i);
+        from_float(src, dst, n);
     }
 }
 

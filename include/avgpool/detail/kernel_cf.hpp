@@ -215,13 +215,9 @@ public:
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
+    /// Rows narrower than a vector read one whole vector while it stays inside the input.
     void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
-        run_in(in + p_.input_shape[0] * p_.input_shape[1] * p_.input_spatial_volume(), in, out, item_begin, item_end);
-    }
-
-    /// As run(), with the input readable up to in_end (rows narrower than a vector read one
-    /// whole vector while it stays below in_end).
-    void run_in(const M* in_end, const M* in, M* out, index_t item_begin, index_t item_end) const {
+        const M* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * p_.input_spatial_volume();
         const index_t in_plane = p_.input_spatial_volume(), out_plane = p_.output_spatial_volume();
         if (p_.global) {
             if (group_n_ > 0) {

@@ -93,14 +93,9 @@ public:
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c). Blocks of output rows run across
     /// plane boundaries, so small planes (7x7) share the per-block costs.
+    /// Narrow rows over-read up to 2 vectors past a plane's end while they stay inside the input.
     void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
-        run_in(in + p_.input_shape[0] * p_.input_shape[1] * in_plane_, in, out, item_begin, item_end);
-    }
-
-    /// As run(), with the input readable up to in_end (narrow rows over-read up to 2 vectors
-    /// past a plane's end while they stay below it).
-    void run_in(const M* in_end, const M* in, M* out, index_t item_begin, index_t item_end) const {
-        run_span(in_end, in, out, item_begin * outer_, item_end * outer_);
+        run_span(in + p_.input_shape[0] * p_.input_shape[1] * in_plane_, in, out, item_begin * outer_, item_end * outer_);
     }
 
     /// Outer output rows row_begin .. row_end - 1 of plane `item` (row r is the flat index over

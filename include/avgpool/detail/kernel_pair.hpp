@@ -64,13 +64,9 @@ public:
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
+    /// A row pair's vector reads reach up to 2 vectors past its end while they stay inside the input.
     void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
-        run_in(in + p_.input_shape[0] * p_.input_shape[1] * H_ * W_, in, out, item_begin, item_end);
-    }
-
-    /// As run(), with the input readable up to in_end (a row pair's vector reads reach up to
-    /// 2 vectors past its end while they stay below it).
-    void run_in(const M* in_end, const M* in, M* out, index_t item_begin, index_t item_end) const {
+        const M* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * H_ * W_;
         const V sc = V::splat(scale_);
         M* const out_end = out + item_end * Ho_ * Wo_;
         for (index_t item = item_begin; item < item_end; ++item) {

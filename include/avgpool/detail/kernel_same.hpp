@@ -92,22 +92,18 @@ public:
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
+    /// Vector reads reach up to pad_left before a plane and kw + L past it while they stay
+    /// inside the input; zero rows above and below the plane's horizontal sums stand for the
+    /// padding, written once per call.
     void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
-        // Zero rows above and below the plane's horizontal sums stand for the padding;
-        // written once per call, the passes never touch them.
-        run_in(in, in + p_.input_shape[0] * p_.input_shape[1] * n_, in, out, item_begin, item_end);
-    }
-
-    /// As run(), with the input readable in [in_begin, in_end) (vector reads reach up to
-    /// pad_left before a plane and kw + L past it while they stay inside).
-    void run_in(const M* in_begin, const M* in_end, const M* in, M* out, index_t item_begin, index_t item_end) const {
+        const M* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * n_;
         if (narrow8_) {
             narrow8<false>(in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
             return;
         }
         std::vector<T> buf(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), T(0));
         for (index_t item = item_begin; item < item_end; ++item)
-            plane(in_begin, in_end, in + item * n_, out + item * n_, buf.data());
+            plane(in, in_end, in + item * n_, out + item * n_, buf.data());
     }
 
     /// backward() on a kernel made with transpose = true and pool_op::sum: each plane of
