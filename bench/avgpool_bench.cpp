@@ -10,7 +10,9 @@
 
 #include <avgpool/avgpool.hpp>
 
+#include <algorithm>
 #include <cstdlib>
+#include <new>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -28,6 +30,42 @@
 namespace {
 
 using avgpool::index_t;
+
+// Every contender's buffers start on a 64-byte boundary, as oneDNN's own memory objects and
+// the tensors of PyTorch, ONNX Runtime and OpenVINO do. (std::vector's large blocks come from
+// mmap at 16 bytes past a page: every 64-byte vector load would straddle two cache lines.)
+// AVGPOOL_BENCH_OFFSET=<bytes> shifts avgpool's buffers by that many bytes, to measure
+// misaligned callers.
+std::size_t buffer_offset() {
+    static const std::size_t off = [] {
+        const char* e = std::getenv("AVGPOOL_BENCH_OFFSET");
+        return e == nullptr ? std::size_t{0} : static_cast<std::size_t>(std::strtoul(e, nullptr, 10));
+    }();
+    return off;
+}
+
+// n elements of T, value-initialized or filled with `fill`, at 64 bytes + offset.
+template <class T>
+class buffer {
+public:
+    explicit buffer(std::size_t n, T fill = T(), std::size_t offset = 0)
+        : raw_(static_cast<char*>(std::aligned_alloc(64, round_up(n * sizeof(T) + offset)))), n_(n) {
+        if (raw_ == nullptr) throw std::bad_alloc();
+        data_ = reinterpret_cast<T*>(raw_ + offset);
+        std::fill_n(data_, n, fill);
+    }
+    buffer(const buffer&) = delete;
+    buffer& operator=(const buffer&) = delete;
+    ~buffer() { std::free(raw_); }
+    T* data() noexcept { return data_; }
+    std::size_t size() const noexcept { return n_; }
+
+private:
+    static std::size_t round_up(std::size_t b) { return (b + 63) / 64 * 64 + 64; }
+    char* raw_;
+    T* data_;
+    std::size_t n_;
+};
 
 struct shape {
     std::string name, kind;
@@ -90,8 +128,8 @@ void bench_avgpool(benchmark::State& state, problem<R> p) {
         state.SkipWithError(plan.error().message().c_str());
         return;
     }
-    std::vector<T> in(static_cast<std::size_t>(plan->input_size()), T(1.0f));
-    std::vector<T> out(static_cast<std::size_t>(plan->output_size()));
+    buffer<T> in(static_cast<std::size_t>(plan->input_size()), T(1.0f), buffer_offset());
+    buffer<T> out(static_cast<std::size_t>(plan->output_size()), T(), buffer_offset());
     for (auto _ : state) {
         plan->forward(in.data(), out.data());
         benchmark::DoNotOptimize(out.data());
@@ -110,8 +148,8 @@ void bench_threads(benchmark::State& state, problem<R> p, unsigned threads) {
         state.SkipWithError(plan.error().message().c_str());
         return;
     }
-    std::vector<float> in(static_cast<std::size_t>(plan->input_size()), 1.0f);
-    std::vector<float> out(static_cast<std::size_t>(plan->output_size()));
+    buffer<float> in(static_cast<std::size_t>(plan->input_size()), 1.0f, buffer_offset());
+    buffer<float> out(static_cast<std::size_t>(plan->output_size()), 0.0f, buffer_offset());
     const avgpool::thread_pool pool(threads);
     plan->forward(in.data(), out.data(), pool);  // touch the pages and wake the workers once
     for (auto _ : state) {
@@ -143,8 +181,8 @@ void bench_backward(benchmark::State& state, problem<R> p) {
         state.SkipWithError(plan.error().message().c_str());
         return;
     }
-    std::vector<float> grad_out(static_cast<std::size_t>(plan->output_size()), 1.0f);
-    std::vector<float> grad_in(static_cast<std::size_t>(plan->input_size()));
+    buffer<float> grad_out(static_cast<std::size_t>(plan->output_size()), 1.0f, buffer_offset());
+    buffer<float> grad_in(static_cast<std::size_t>(plan->input_size()), 0.0f, buffer_offset());
     for (auto _ : state) {
         plan->backward(grad_out.data(), grad_in.data());
         benchmark::DoNotOptimize(grad_in.data());
@@ -162,8 +200,8 @@ void bench_adaptive(benchmark::State& state, avgpool::dims<4> shape, avgpool::di
         state.SkipWithError(plan.error().message().c_str());
         return;
     }
-    std::vector<float> in(static_cast<std::size_t>(plan->input_size()), 1.0f);
-    std::vector<float> y(static_cast<std::size_t>(plan->output_size()));
+    buffer<float> in(static_cast<std::size_t>(plan->input_size()), 1.0f, buffer_offset());
+    buffer<float> y(static_cast<std::size_t>(plan->output_size()), 0.0f, buffer_offset());
     for (auto _ : state) {
         plan->forward(in.data(), y.data());
         benchmark::DoNotOptimize(y.data());
@@ -180,7 +218,7 @@ void bench_memcpy(benchmark::State& state, problem<R> p) {
         return;
     }
     const std::size_t bytes = static_cast<std::size_t>(plan->input_size() + plan->output_size()) * sizeof(float);
-    std::vector<char> a(bytes, 1), b(bytes);
+    buffer<char> a(bytes, 1), b(bytes);
     for (auto _ : state) {
         std::memcpy(b.data(), a.data(), bytes);
         benchmark::DoNotOptimize(b.data());
