@@ -414,6 +414,65 @@ TEST(ChannelsLast, MeanOfOnesIsExact) {
     for (float v : out) EXPECT_EQ(v, 1.0f);
 }
 
+// Every quotient is the correctly rounded sum / divisor: on integer inputs every window sum
+// is exact in any order, so each output must equal float(S) / float(divisor) bit for bit.
+// Covers the ring (3x3, 5x5, stride 1 and 2), register, block-sum and slice paths, exclude-
+// and include-pad divisors (4, 6, 9, 25, 27, 49, ...), float and double. (A residual rounded
+// before the correction, as an unfused a - q d would be, fails this.)
+template <class T, std::size_t R>
+void expect_correctly_rounded(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
+                              const std::string& what) {
+    SCOPED_TRACE(what);
+    auto plan = avgpool::pooling<R>::create(shape, a, avgpool::layout::channels_last);
+    ASSERT_TRUE(plan.ok());
+    ASSERT_TRUE((avgpool::detail::cl_applicable<T, R>(avgpool::detail::plan_access::data(*plan))));
+    std::mt19937_64 gen(7);
+    std::uniform_int_distribution<int> dist(-(1 << 16), 1 << 16);
+    std::vector<T> in(static_cast<std::size_t>(plan->input_size()));
+    for (T& x : in) x = static_cast<T>(dist(gen));
+    const std::size_t C = static_cast<std::size_t>(shape[1]);
+    std::vector<T> out(static_cast<std::size_t>(plan->output_size())), sum(out.size()), div(out.size() / C);
+    plan->forward(in.data(), out.data());
+    plan->sum(in.data(), sum.data());
+    plan->divisor(div.data());  // one per output position (N = 1)
+    std::size_t bad = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const T d = div[i / C];
+        const T expect = sum[i] / d;  // sums are exact integers: correctly rounded
+        if (out[i] != expect && bad++ < 5)
+            ADD_FAILURE() << "output " << i << ": " << out[i] << " != " << sum[i] << " / " << d << " = " << expect;
+    }
+    EXPECT_EQ(bad, 0u);
+}
+
+TEST(ChannelsLast, QuotientsCorrectlyRounded) {
+    for (index_t k : {2, 3, 5, 7}) {
+        for (index_t s : {1, 2}) {
+            for (auto dv : {avgpool::divisor_type::exclude_pad, avgpool::divisor_type::include_pad}) {
+                avgpool::pool_attrs<2> a;
+                a.kernel = {k, k};
+                a.strides = {s, s};
+                a.pads_begin = a.pads_end = {k / 2, k / 2};
+                a.divisor = dv;
+                const std::string w = "k=" + std::to_string(k) + " s=" + std::to_string(s) +
+                                      (dv == avgpool::divisor_type::include_pad ? " include" : " exclude");
+                for (index_t C : {16, 64, 80}) {
+                    expect_correctly_rounded<float, 2>({1, C, 11, 13}, a, w + " C=" + std::to_string(C));
+                    expect_correctly_rounded<double, 2>({1, C, 11, 13}, a, w + " double C=" + std::to_string(C));
+                }
+            }
+        }
+    }
+    avgpool::pool_attrs<3> cube;
+    cube.kernel = {3, 3, 3};
+    cube.pads_begin = cube.pads_end = {1, 1, 1};
+    cube.divisor = avgpool::divisor_type::include_pad;
+    expect_correctly_rounded<float, 3>({1, 64, 5, 6, 7}, cube, "3x3x3 include");
+    avgpool::pool_attrs<2> global;
+    global.kernel = {7, 7};
+    expect_correctly_rounded<float, 2>({1, 96, 7, 7}, global, "global 7x7");
+}
+
 // A hand-computed NHWC case: N = 1, H = W = 3, C = 2, x(h, w, c) = 10 h + w + 100 c, kernel
 // 2x2, stride 1, pads 1 at the end, exclude-pad; then include-pad with a divisor override.
 TEST(ChannelsLast, HandComputedNHWC) {

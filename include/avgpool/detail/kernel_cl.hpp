@@ -39,6 +39,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "kernel_cf.hpp"
 #include "plan.hpp"
@@ -58,6 +59,17 @@
 
 namespace avgpool {
 namespace detail {
+
+// f(std::integral_constant<int, I>{}) for I = 0 .. N - 1, unrolled at compile time: GCC left
+// some short loops over arrays of vectors rolled, with the vectors on the stack.
+template <class F, int... I>
+AVGPOOL_CL_INLINE void cl_unroll(F&& f, std::integer_sequence<int, I...>) {
+    (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, class F>
+AVGPOOL_CL_INLINE void cl_unroll(F&& f) {
+    cl_unroll(f, std::make_integer_sequence<int, N>{});
+}
 
 // Row buffer size in bytes: with the small temp below it stays inside a 32 KiB L1d.
 constexpr index_t cl_buffer_bytes = 16384;
@@ -289,11 +301,14 @@ private:
     // When d is a power of two, r = 1 / d exactly, so a * r is the correctly rounded a / d
     // (the same real number): one multiply (2x2 and 2x2x2 windows, k = 2, 4, 8, ...).
     struct quotient_by {
-        V d, r;
+        T ds, rs;  // the divisor and its reciprocal
+        V d, r;    // splatted
         bool exact;
         explicit quotient_by(T div) noexcept
-            : d(V::splat(div)),
-              r(V::splat(div != T(0) ? T(1) / div : std::numeric_limits<T>::infinity())),
+            : ds(div),
+              rs(div != T(0) ? T(1) / div : std::numeric_limits<T>::infinity()),
+              d(V::splat(ds)),
+              r(V::splat(rs)),
               exact(power_of_two(div)) {}
         static bool power_of_two(T div) noexcept {
             if (!(div > T(0)) || div > std::numeric_limits<T>::max()) return false;
@@ -301,15 +316,22 @@ private:
             return std::frexp(div, &e) == T(0.5);
         }
         AVGPOOL_CL_INLINE V operator()(V a) const noexcept { return exact ? a * r : corrected(a); }
-        // a / div (with FMA: the reciprocal's product with one correction step).
-        AVGPOOL_CL_INLINE V corrected(V a) const noexcept {
-#if AVGPOOL_HAS_XSIMD && defined(__FMA__)
-            const V q{a.v * r.v};
-            // An infinite sum makes the correction inf - inf = NaN: its quotient is q as is.
-            return V{xsimd::select(xsimd::isinf(q.v), q.v, xsimd::fma(xsimd::fnma(q.v, d.v, a.v), r.v, q.v))};
-#else
-            return a / d;
-#endif
+        AVGPOOL_CL_INLINE V corrected(V a) const noexcept { return corrected(a, d, r); }
+        // a / d, given r = 1 / d (with a fused multiply-add: the reciprocal's product q,
+        // then q + (a - q d) r, the residual exact). Static, for loops that keep d and r in
+        // local registers. An infinite sum would make the residual inf - inf = NaN, so q is
+        // first clamped to the finite range: the residual is then +-inf and so is the result
+        // (a NaN sum stays NaN either way); finite q are untouched.
+        AVGPOOL_CL_INLINE static V corrected(V a, V d, V r) noexcept {
+            if constexpr (has_fused_mul_add<T>()) {
+                const V big = V::splat(std::numeric_limits<T>::max());
+                const V q = clamp_symmetric(a * r, big, V::splat(-std::numeric_limits<T>::max()));
+                const V e = fused_mul_add(q, d * V::splat(T(-1)), a);  // (-d exactly)
+                return fused_mul_add(e, r, q);
+            } else {
+                (void)r;
+                return a / d;
+            }
         }
     };
 
@@ -484,74 +506,106 @@ private:
                 src(off + j).store(slot + j);
             }
         };
+        // Columns of a window that the next one shares (and so must find in the ring): the
+        // last K - S; the newest S columns of a window are the ones it does not share with
+        // the one before.
+        // A window's fresh columns that the next one does not share (K = 3, S = 2: the middle
+        // one) go through the ring as well: summed in a pass of their own, they keep the
+        // interior loop at three input streams, which measured faster than six.
+        constexpr int kept = K > S ? K - S + (S > K - S ? 2 * S - K : 0) : 0;
+        constexpr int fresh = K - kept;
+        constexpr int shared = K > S ? K - S : 0;
         for (index_t c0 = 0;; c0 += cb) {
             c0 = std::min(c0, C_ - cb);  // the last block shifted back to end at C
             divider dvc;
             for (index_t ow = 0; ow < Wo_; ++ow) {
-                const index_t ub = ow * S;         // the window's first padded column
-                const index_t ul = ub + K - 1;     // and its last
-                for (index_t u = ow == 0 ? ub : std::max(ub, ub + K - S); u < ul; ++u) fill(u, c0);
-                const index_t xl = ul - pb_;
-                const bool computed = xl >= 0 && xl < W_;
-                if (!computed) fill(ul, c0);
-                const T* older[K > 1 ? K - 1 : 1] = {};  // (K = 1: none; zeroed for GCC's -Wmaybe-uninitialized)
-                for (int t = 0; t + 1 < K; ++t) older[t] = ring + ((ub + t) % K) * cb;
-                T* last = ring + (ul % K) * cb;
+                const index_t ub = ow * S;  // the window's first padded column
+                const index_t uf = ub + kept;  // its first column not in the ring (ow > 0)
+                const index_t up = ub + shared;  // its first column not shared with the last
                 M* o = dst + ow * C_ + c0;
                 const quotient_by dv = dvc(average ? div.scalar(ow) : T(1));
-                // The common case, a window whose last column is inside the input, has its
-                // loop specialized (branches on the column kind and the divisor inside it
-                // cost 10-20% on the 3x3 shapes); edge columns share one loop per K.
-                if (!computed) {
-                    ring_edge<K>(last, older, o, cb, average, dv);
-                } else if (average) {
-                    ring_out<K, S, true>(src, xl * C_ + c0, last, older, o, cb, dv);
-                } else {
-                    ring_out<K, S, false>(src, xl * C_ + c0, last, older, o, cb, dv);
+                const index_t xf = uf - pb_;
+                // Columns to add to the ring first: all but the fresh ones (the first window),
+                // else the ones after those the last window shares.
+                const index_t from = ow == 0 ? ub : up;
+                if (xf >= 0 && xf + fresh <= W_) {
+                    for (index_t u = from; u < uf; ++u) fill(u, c0);
+                    // Interior: the fresh columns come straight from the input, in registers;
+                    // only those the next window shares are written to the ring. The common
+                    // case has its loop specialized (branches on the divisor inside it cost
+                    // 10-20% on the 3x3 shapes).
+                    const T* older[kept > 0 ? kept : 1] = {};  // (zeroed for GCC's -Wmaybe-uninitialized)
+                    T* keep[fresh] = {};
+                    for (int t = 0; t < kept; ++t) older[t] = ring + ((ub + t) % K) * cb;
+                    for (int t = 0; t < fresh; ++t) keep[t] = ring + ((uf + t) % K) * cb;
+                    const index_t off = xf * C_ + c0;
+                    if (!average) {
+                        ring_out<K, S, 0>(src, off, older, keep, o, cb, dv);
+                    } else if (dv.exact) {
+                        ring_out<K, S, 1>(src, off, older, keep, o, cb, dv);
+                    } else {
+                        ring_out<K, S, 2>(src, off, older, keep, o, cb, dv);
+                    }
+                    continue;
                 }
+                // A window whose fresh columns reach past the input: its columns not yet in
+                // the ring are summed into it, padding as zeros, then all K are read from it.
+                for (index_t u = from; u < ub + K; ++u) fill(u, c0);
+                const T* all[K];
+                for (int t = 0; t < K; ++t) all[t] = ring + ((ub + t) % K) * cb;
+                ring_edge<K>(all, o, cb, average, dv);
             }
             if (c0 + cb >= C_) break;
         }
     }
 
-    // A window's sum at offset j: its K - 1 older column sums, then the newest one v, in
-    // column order as in a direct sum.
+    // A window's sum at offset j from its K column sums, in column order as in a direct sum.
     template <int K>
-    AVGPOOL_CL_INLINE static V ring_sum(const T* const* older, index_t j, V v) noexcept {
-        if constexpr (K == 1) {
-            return v;
-        } else {
-            V acc = V::load(older[0] + j);
-            for (int t = 1; t + 1 < K; ++t) acc = acc + V::load(older[t] + j);
-            return acc + v;
-        }
+    AVGPOOL_CL_INLINE static V ring_sum(const V* col) noexcept {
+        V acc = col[0];
+        cl_unroll<K - 1>([&](auto t) { acc = acc + col[t + 1]; });
+        return acc;
     }
 
-    // One output of the ring path whose newest column is read from the input (src at
-    // element offset off) and stored into its ring slot `last` for the next outputs, plus
-    // the K - 1 older slots; divided (Avg) by the corrected quotient, which for a power-of-two
-    // divisor equals the exact reciprocal's product.
-    template <int K, int S, bool Avg, class Src>
-    AVGPOOL_CL_INLINE static void ring_out(const Src& src, index_t off, T* last, const T* const* older, M* o,
-                                          index_t cb, const quotient_by& dv) noexcept {
-        const Src s = src;  // the row pointers in registers, not re-read through a reference
+    // One interior output of the ring path: its `kept` older column sums from the ring, its
+    // `fresh` newest ones from the input (src at element offset off, one column apart), the
+    // ones the next window shares stored into their slots; then Div = 0: the sum; 1: times
+    // the exact reciprocal of a power-of-two divisor (the correctly rounded quotient);
+    // 2: the corrected quotient.
+    template <int K, int S, int Div, class Src>
+    AVGPOOL_CL_INLINE void ring_out(const Src& src, index_t off, const T* const* older, T* const* keep, M* o,
+                                    index_t cb, const quotient_by& dv) const noexcept {
+        constexpr int kept = K > S ? K - S + (S > K - S ? 2 * S - K : 0) : 0;
+        constexpr int fresh = K - kept;
+        // Locals: the row pointers and the divisor in registers, not re-read each iteration
+        // (the stores below could alias what a reference points to).
+        const Src s = src;
+        const V d = V::splat(dv.ds), r = V::splat(dv.rs);
+        const index_t C = C_;
         for (index_t i = 0; i < cb; i += L) {
             const index_t j = std::min(i, cb - L);
-            const V v = s(off + j);
-            if constexpr (K > S) v.store(last + j);
-            V acc = ring_sum<K>(older, j, v);
-            if constexpr (Avg) acc = dv.corrected(acc);
+            V col[K];
+            cl_unroll<kept>([&](auto t) { col[t] = V::load(older[t] + j); });
+            cl_unroll<fresh>([&](auto t) {
+                col[kept + t] = s(off + t * C + j);
+                // Shared with the next window: padded column >= its first, ub + S.
+                if constexpr (kept + t >= S) col[kept + t].store(keep[t] + j);
+            });
+            V acc = ring_sum<K>(col);
+            if constexpr (Div == 1) acc = acc * r;
+            if constexpr (Div == 2) acc = quotient_by::corrected(acc, d, r);
             vstore(acc, o + j);
         }
     }
 
-    // The same for a window whose last column is padding: its slot already holds zeros.
+    // A window at an edge: all K column sums from the ring (padding columns hold zeros).
     template <int K>
-    static void ring_edge(const T* last, const T* const* older, M* o, index_t cb, bool average,
-                          const quotient_by& dv) noexcept {
+    static void ring_edge(const T* const* all, M* o, index_t cb, bool average, const quotient_by& dv) noexcept {
         for (index_t i = 0; i < cb; i += L) {
             const index_t j = std::min(i, cb - L);
-            V acc = ring_sum<K>(older, j, V::load(last + j));
+            V col[K];
+            cl_unroll<K>([&](auto t) { col[t] = V::load(all[t] + j); });
+            V acc = ring_sum<K>(col);
             if (average) acc = dv(acc);
             vstore(acc, o + j);
         }

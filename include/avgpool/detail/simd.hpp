@@ -71,6 +71,79 @@ struct vec {
 
 #endif
 
+/// Whether fused_mul_add<T> is one fused instruction on this target. (xsimd 8's fma has no
+/// AVX-512 kernel: it falls back to a * b + c, which GCC's default contraction fuses and
+/// clang's does not, so the kernels that need one rounding call the intrinsics themselves.)
+template <class T>
+constexpr bool has_fused_mul_add() noexcept {
+    constexpr std::size_t W = vec<T>::width;
+    constexpr bool f = std::is_same<T, float>::value, d = std::is_same<T, double>::value;
+    (void)W;
+    (void)f;
+    (void)d;
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+    if constexpr ((f && W == 16) || (d && W == 8)) return true;
+#endif
+#if AVGPOOL_HAS_XSIMD && defined(__FMA__)
+    if constexpr ((f && (W == 8 || W == 4)) || (d && (W == 4 || W == 2))) return true;
+#endif
+#if !AVGPOOL_HAS_XSIMD && defined(__FMA__)
+    if constexpr (f || d) return true;
+#endif
+    return false;
+}
+
+/// a * b + c rounded once; requires has_fused_mul_add<T>().
+template <class T>
+inline vec<T> fused_mul_add(const vec<T>& a, const vec<T>& b, const vec<T>& c) noexcept {
+    static_assert(has_fused_mul_add<T>(), "fused_mul_add: no fused multiply-add for this target");
+    constexpr std::size_t W = vec<T>::width;
+    constexpr bool f = std::is_same<T, float>::value;
+    (void)W;
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+    if constexpr (W == 16 && f) return {_mm512_fmadd_ps(a.v, b.v, c.v)};
+    if constexpr (W == 8 && !f) return {_mm512_fmadd_pd(a.v, b.v, c.v)};
+#endif
+#if AVGPOOL_HAS_XSIMD && defined(__FMA__)
+    if constexpr (W == 8 && f) return {_mm256_fmadd_ps(a.v, b.v, c.v)};
+    if constexpr (W == 4 && !f) return {_mm256_fmadd_pd(a.v, b.v, c.v)};
+    if constexpr (W == 4 && f) return {_mm_fmadd_ps(a.v, b.v, c.v)};
+    if constexpr (W == 2 && !f) return {_mm_fmadd_pd(a.v, b.v, c.v)};
+#endif
+#if !AVGPOOL_HAS_XSIMD && defined(__FMA__)
+    return {f ? static_cast<T>(__builtin_fmaf(a.v, b.v, c.v)) : static_cast<T>(__builtin_fma(a.v, b.v, c.v))};
+#endif
+}
+
+/// x clamped to [-lim, lim] (lim > 0): infinities become +-lim; a NaN stays NaN or becomes
+/// +-lim (x86 min/max return their second operand on a NaN), which callers must allow.
+template <class T>
+inline vec<T> clamp_symmetric(const vec<T>& x, const vec<T>& lim, const vec<T>& neg_lim) noexcept {
+#if AVGPOOL_HAS_XSIMD
+    constexpr std::size_t W = vec<T>::width;
+    constexpr bool f = std::is_same<T, float>::value, d = std::is_same<T, double>::value;
+    (void)W;
+    (void)f;
+    (void)d;
+#if defined(__AVX512F__)
+    // The masked forms with every lane kept: GCC 12 warns -Wmaybe-uninitialized inside the
+    // plain _mm512_max_ps / _mm512_min_ps (and folds the mask away).
+    if constexpr (f && W == 16) {
+        const __mmask16 all = 0xFFFF;
+        return {_mm512_maskz_min_ps(all, _mm512_maskz_max_ps(all, x.v, neg_lim.v), lim.v)};
+    }
+    if constexpr (d && W == 8) {
+        const __mmask8 all = 0xFF;
+        return {_mm512_maskz_min_pd(all, _mm512_maskz_max_pd(all, x.v, neg_lim.v), lim.v)};
+    }
+#endif
+    return {xsimd::min(xsimd::max(x.v, neg_lim.v), lim.v)};
+#else
+    const T lo = x.v < neg_lim.v ? neg_lim.v : x.v;
+    return {lo > lim.v ? lim.v : lo};
+#endif
+}
+
 /// Splits 2 * width consecutive values a, b (a first) into the even-indexed and the
 /// odd-indexed ones: the stride-2 de-interleave, done in registers where the ISA allows.
 template <class T>
