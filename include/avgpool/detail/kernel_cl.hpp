@@ -27,7 +27,7 @@
 // Sums are nested per axis (sum over w of sum over h of sum over d), which keeps the rounding
 // error within 4 * (k_1 + ... + k_R) * eps * sum|x| (DESIGN.md section 3); divisors are the
 // channels-first kernel's: the override, or outer factor times the last axis's factor, formed
-// exactly in T, and a division that is exact up to a last-bit tie (quotient_by). Every
+// exactly in T, and a quotient correctly rounded for every normal result (quotient_by). Every
 // output's arithmetic depends only on the plan and its position, never on which items run
 // together, so results are bit-identical for every executor.
 #ifndef AVGPOOL_DETAIL_KERNEL_CL_HPP
@@ -46,30 +46,9 @@
 #include "reference.hpp"
 #include "simd.hpp"
 
-// Small helpers of the kernels' inner loops: GCC does not always inline them on its own.
-#ifndef AVGPOOL_CL_INLINE
-#if defined(__GNUC__) || defined(__clang__)
-#define AVGPOOL_CL_INLINE inline __attribute__((always_inline))
-#elif defined(_MSC_VER)
-#define AVGPOOL_CL_INLINE __forceinline
-#else
-#define AVGPOOL_CL_INLINE inline
-#endif
-#endif
-
 namespace avgpool {
 namespace detail {
 
-// f(std::integral_constant<int, I>{}) for I = 0 .. N - 1, unrolled at compile time: GCC left
-// some short loops over arrays of vectors rolled, with the vectors on the stack.
-template <class F, int... I>
-AVGPOOL_CL_INLINE void cl_unroll(F&& f, std::integer_sequence<int, I...>) {
-    (f(std::integral_constant<int, I>{}), ...);
-}
-template <int N, class F>
-AVGPOOL_CL_INLINE void cl_unroll(F&& f) {
-    cl_unroll(f, std::make_integer_sequence<int, N>{});
-}
 
 // Row buffer size in bytes: with the small temp below it stays inside a 32 KiB L1d.
 constexpr index_t cl_buffer_bytes = 16384;
@@ -291,15 +270,14 @@ private:
         bool fixed;
         T value;
         const T* last;
-        AVGPOOL_CL_INLINE T scalar(index_t ow) const noexcept { return fixed ? value : value * last[ow]; }
+        AVGPOOL_ALWAYS_INLINE T scalar(index_t ow) const noexcept { return fixed ? value : value * last[ow]; }
         V at(index_t ow) const noexcept { return V::splat(scalar(ow)); }
     };
 
-    // a / d, correctly rounded up to a last-bit tie: with FMA, a multiply by the reciprocal r
-    // then one exact-residual correction (q + (a - q d) r), which costs less than a vector
-    // division and returns exact quotients exactly (the mean of ones is 1); else a division.
-    // When d is a power of two, r = 1 / d exactly, so a * r is the correctly rounded a / d
-    // (the same real number): one multiply (2x2 and 2x2x2 windows, k = 2, 4, 8, ...).
+    // a / d through divide_rounded (simd.hpp): the correctly rounded quotient for every normal
+    // result, cheaper than a vector division (the mean of ones is 1). When d is a power of
+    // two, r = 1 / d exactly, so a * r is a / d itself, rounded once: one multiply (2x2 and
+    // 2x2x2 windows, k = 2, 4, 8, ...).
     struct quotient_by {
         T ds, rs;  // the divisor and its reciprocal
         V d, r;    // splatted
@@ -315,24 +293,9 @@ private:
             int e = 0;
             return std::frexp(div, &e) == T(0.5);
         }
-        AVGPOOL_CL_INLINE V operator()(V a) const noexcept { return exact ? a * r : corrected(a); }
-        AVGPOOL_CL_INLINE V corrected(V a) const noexcept { return corrected(a, d, r); }
-        // a / d, given r = 1 / d (with a fused multiply-add: the reciprocal's product q,
-        // then q + (a - q d) r, the residual exact). Static, for loops that keep d and r in
-        // local registers. An infinite sum would make the residual inf - inf = NaN, so q is
-        // first clamped to the finite range: the residual is then +-inf and so is the result
-        // (a NaN sum stays NaN either way); finite q are untouched.
-        AVGPOOL_CL_INLINE static V corrected(V a, V d, V r) noexcept {
-            if constexpr (has_fused_mul_add<T>()) {
-                const V big = V::splat(std::numeric_limits<T>::max());
-                const V q = clamp_symmetric(a * r, big, V::splat(-std::numeric_limits<T>::max()));
-                const V e = fused_mul_add(q, d * V::splat(T(-1)), a);  // (-d exactly)
-                return fused_mul_add(e, r, q);
-            } else {
-                (void)r;
-                return a / d;
-            }
-        }
+        AVGPOOL_ALWAYS_INLINE V operator()(V a) const noexcept { return exact ? a * r : corrected(a); }
+        AVGPOOL_ALWAYS_INLINE V corrected(V a) const noexcept { return corrected(a, d, r); }
+        AVGPOOL_ALWAYS_INLINE static V corrected(V a, V d, V r) noexcept { return divide_rounded(a, d, r); }
     };
 
     // The quotient for a run of outputs whose divisor rarely changes (an exclude-pad row
@@ -340,7 +303,7 @@ private:
     struct divider {
         T cur = T(-1);  // divisors are >= 0: the first call always builds
         quotient_by q{T(1)};
-        AVGPOOL_CL_INLINE const quotient_by& operator()(T div) noexcept {
+        AVGPOOL_ALWAYS_INLINE const quotient_by& operator()(T div) noexcept {
             if (AVGPOOL_UNLIKELY(div != cur)) {
                 q = quotient_by(div);
                 cur = div;
@@ -475,7 +438,7 @@ private:
         const M* const* rows;
         index_t n0, n1;
         const M* r[N1 > 0 ? N0 * N1 : 1];
-        AVGPOOL_CL_INLINE V operator()(index_t off) const noexcept {
+        AVGPOOL_ALWAYS_INLINE V operator()(index_t off) const noexcept {
             if constexpr (N1 > 0) {
                 return fixed_nested_vsum<T, N0, N1>(r, off);
             } else {
@@ -561,9 +524,9 @@ private:
 
     // A window's sum at offset j from its K column sums, in column order as in a direct sum.
     template <int K>
-    AVGPOOL_CL_INLINE static V ring_sum(const V* col) noexcept {
+    AVGPOOL_ALWAYS_INLINE static V ring_sum(const V* col) noexcept {
         V acc = col[0];
-        cl_unroll<K - 1>([&](auto t) { acc = acc + col[t + 1]; });
+        unrolled<K - 1>([&](auto t) { acc = acc + col[t + 1]; });
         return acc;
     }
 
@@ -573,7 +536,7 @@ private:
     // the exact reciprocal of a power-of-two divisor (the correctly rounded quotient);
     // 2: the corrected quotient.
     template <int K, int S, int Div, class Src>
-    AVGPOOL_CL_INLINE void ring_out(const Src& src, index_t off, const T* const* older, T* const* keep, M* o,
+    AVGPOOL_ALWAYS_INLINE void ring_out(const Src& src, index_t off, const T* const* older, T* const* keep, M* o,
                                     index_t cb, const quotient_by& dv) const noexcept {
         constexpr int kept = K > S ? K - S + (S > K - S ? 2 * S - K : 0) : 0;
         constexpr int fresh = K - kept;
@@ -585,8 +548,8 @@ private:
         for (index_t i = 0; i < cb; i += L) {
             const index_t j = std::min(i, cb - L);
             V col[K];
-            cl_unroll<kept>([&](auto t) { col[t] = V::load(older[t] + j); });
-            cl_unroll<fresh>([&](auto t) {
+            unrolled<kept>([&](auto t) { col[t] = V::load(older[t] + j); });
+            unrolled<fresh>([&](auto t) {
                 col[kept + t] = s(off + t * C + j);
                 // Shared with the next window: padded column >= its first, ub + S.
                 if constexpr (kept + t >= S) col[kept + t].store(keep[t] + j);
@@ -604,7 +567,7 @@ private:
         for (index_t i = 0; i < cb; i += L) {
             const index_t j = std::min(i, cb - L);
             V col[K];
-            cl_unroll<K>([&](auto t) { col[t] = V::load(all[t] + j); });
+            unrolled<K>([&](auto t) { col[t] = V::load(all[t] + j); });
             V acc = ring_sum<K>(col);
             if (average) acc = dv(acc);
             vstore(acc, o + j);
@@ -650,7 +613,7 @@ private:
     struct rows_source {
         const M* r[N0 * N1];
         index_t C, W;
-        AVGPOOL_CL_INLINE void operator()(index_t x, V* out) const noexcept {
+        AVGPOOL_ALWAYS_INLINE void operator()(index_t x, V* out) const noexcept {
             if (x < 0 || x >= W) {
                 for (int g = 0; g < G; ++g) out[g] = V::splat(T(0));
                 return;
@@ -664,7 +627,7 @@ private:
     struct nested_source {
         const M* const* rows;
         index_t n0, n1, c, C, W;
-        AVGPOOL_CL_INLINE void operator()(index_t x, V* out) const noexcept {
+        AVGPOOL_ALWAYS_INLINE void operator()(index_t x, V* out) const noexcept {
             if (x < 0 || x >= W) {
                 for (int g = 0; g < G; ++g) out[g] = V::splat(T(0));
                 return;
@@ -700,7 +663,7 @@ private:
 
     // Stores output ow of the chunk (channels c ..), divided when averaging.
     template <int G>
-    AVGPOOL_CL_INLINE void emit(M* dst, index_t ow, index_t c, const V* a, bool average, const row_divisor& div,
+    AVGPOOL_ALWAYS_INLINE void emit(M* dst, index_t ow, index_t c, const V* a, bool average, const row_divisor& div,
                                 divider& dvc) const noexcept {
         M* o = dst + ow * C_ + c;
         if (average) {

@@ -10,7 +10,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "../config.hpp"
 
@@ -22,8 +24,30 @@
 #include <immintrin.h>
 #endif
 
+// Small helpers of the kernels' inner loops: GCC does not always inline them on its own.
+#ifndef AVGPOOL_ALWAYS_INLINE
+#if defined(__GNUC__) || defined(__clang__)
+#define AVGPOOL_ALWAYS_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define AVGPOOL_ALWAYS_INLINE __forceinline
+#else
+#define AVGPOOL_ALWAYS_INLINE inline
+#endif
+#endif
+
 namespace avgpool {
 namespace detail {
+
+// f(std::integral_constant<int, I>{}) for I = 0 .. N - 1, unrolled at compile time: at -O2
+// GCC leaves short loops over arrays of vectors rolled, with the vectors on the stack.
+template <class F, int... I>
+AVGPOOL_ALWAYS_INLINE void unrolled(F&& f, std::integer_sequence<int, I...>) {
+    (f(std::integral_constant<int, I>{}), ...);
+}
+template <int N, class F>
+AVGPOOL_ALWAYS_INLINE void unrolled(F&& f) {
+    unrolled(f, std::make_integer_sequence<int, N>{});
+}
 
 #if AVGPOOL_HAS_XSIMD
 
@@ -142,6 +166,26 @@ inline vec<T> clamp_symmetric(const vec<T>& x, const vec<T>& lim, const vec<T>& 
     const T lo = x.v < neg_lim.v ? neg_lim.v : x.v;
     return {lo > lim.v ? lim.v : lo};
 #endif
+}
+
+/// a / d given r = 1 / d rounded to nearest in T: with a fused multiply-add, the reciprocal's
+/// product q then q + (a - q d) r with the residual exact (Markstein's correction), which
+/// costs less than a vector division and is the correctly rounded quotient for every normal
+/// result (a subnormal one can be an ulp off, inside any accuracy bound); without one, the
+/// division itself. An infinite sum would make the residual inf - inf = NaN, so q is first
+/// clamped to the finite range: the residual is then +-inf and so is the result (a NaN sum
+/// stays NaN either way; a 0 divisor with r = inf gives a / 0's inf or NaN).
+template <class T>
+inline vec<T> divide_rounded(const vec<T>& a, const vec<T>& d, const vec<T>& r) noexcept {
+    if constexpr (has_fused_mul_add<T>()) {
+        constexpr T big = std::numeric_limits<T>::max();
+        const vec<T> q = clamp_symmetric(a * r, vec<T>::splat(big), vec<T>::splat(-big));
+        const vec<T> e = fused_mul_add(q, d * vec<T>::splat(T(-1)), a);  // (-d exactly)
+        return fused_mul_add(e, r, q);
+    } else {
+        (void)r;
+        return a / d;
+    }
 }
 
 /// Splits 2 * width consecutive values a, b (a first) into the even-indexed and the
