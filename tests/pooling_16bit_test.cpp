@@ -227,7 +227,7 @@ void kernel_suite() {
 // whole planes and few planes split by rows.
 template <class H, std::size_t R>
 void fused_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a, std::mt19937_64& gen,
-                avgpool::layout lay = avgpool::layout::channels_last) {
+                avgpool::layout lay = avgpool::layout::channels_last, float tiny = 0.0f) {
     auto plan = avgpool::pooling<R>::create(shape, a, lay);
     if (!plan) return;
     const auto& d = avgpool::detail::plan_access::data(*plan);
@@ -246,7 +246,14 @@ void fused_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>&
     std::vector<float> xf(n_in);
     for (std::size_t i = 0; i < n_in; ++i) {
         const int k = kind(gen);
-        const float v = k == 0 ? NAN : k == 1 ? INFINITY : k == 2 ? -INFINITY : k < 6 ? big : k < 9 ? 1e-6f * dist(gen) : dist(gen);
+        // tiny > 0: every value tiny * [-3, 3] (float subnormals: the bfloat16 stores' fallback).
+        const float v = tiny > 0.0f ? tiny * dist(gen)
+                        : k == 0    ? NAN
+                        : k == 1    ? INFINITY
+                        : k == 2    ? -INFINITY
+                        : k < 6     ? big
+                        : k < 9     ? 1e-6f * dist(gen)
+                                    : dist(gen);
         x[i] = H(v);
         xf[i] = static_cast<float>(x[i]);
     }
@@ -279,6 +286,7 @@ void fused_suite() {
     for (avgpool::index_t C : {1, 3, 13, 16, 70, 96}) fused_case<H, 2>({2, C, 11, 9}, a, gen);  // ring, sliding, general
     a.strides = {2, 2};
     fused_case<H, 2>({1, 80, 9, 12}, a, gen);  // the ring path at stride 2
+    fused_case<H, 2>({1, 80, 9, 12}, a, gen, avgpool::layout::channels_last, 1e-39f);  // subnormal outputs
     a.kernel = {1, 9};
     a.strides = {1, 1};
     a.pads_begin = a.pads_end = {0, 4};

@@ -51,15 +51,18 @@ inline void sstore(float x, float16* p) noexcept { *p = float16(x); }
 #if AVGPOOL_HAS_XSIMD && AVGPOOL_FLOAT16_AVX2 && defined(__AVX512F__)
 constexpr __mmask16 all16 = 0xffff;
 
-// bfloat_bits_from_float_bits on 16 lanes: NaNs quieted, the rest rounded to nearest even.
-inline __m256i bfloat_bits_avx512_int(__m512 v) noexcept {
+// bfloat_bits_from_float_bits on 16 lanes: NaNs quieted, the rest rounded to nearest even;
+// the bits in the low half of each 32-bit lane.
+inline __m512i bfloat_lanes_avx512_int(__m512 v) noexcept {
     const __m512i x = _mm512_castps_si512(v);
     const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     const __m512i hi = _mm512_maskz_srli_epi32(all16, x, 16);
     const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
     __m512i r = _mm512_maskz_srli_epi32(all16, _mm512_add_epi32(_mm512_add_epi32(x, _mm512_set1_epi32(0x7fff)), lsb), 16);
-    r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
-    return _mm512_maskz_cvtepi32_epi16(all16, r);
+    return _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
+}
+inline __m256i bfloat_bits_avx512_int(__m512 v) noexcept {
+    return _mm512_maskz_cvtepi32_epi16(all16, bfloat_lanes_avx512_int(v));
 }
 
 inline __m256i bfloat_bits_avx512(__m512 v) noexcept {
@@ -214,6 +217,79 @@ inline vec<float> vload(const bfloat16* p) noexcept { return vload_bf16<float>(p
 inline void vstore(const vec<float>& v, bfloat16* p) noexcept { vstore_bf16<float>(v, p); }
 inline vec<float> vload(const float16* p) noexcept { return vload_f16<float>(p); }
 inline void vstore(const vec<float>& v, float16* p) noexcept { vstore_f16<float>(v, p); }
+
+/// Two vectors' worth of consecutive values, for kernels whose arithmetic is lane-wise
+/// between values at the same offset (channels-last: SIMD over channels). Which value sits in
+/// which lane is the business of vload_pair and vstore_pair alone, which agree on it: the two
+/// halves in order, except bfloat16 on AVX-512, where one 64-byte load splits into the even
+/// and the odd values with one shift and one AND (no widening shuffles), and a store joins
+/// them again. Buffers written from pairs must be read back as the same pairs.
+template <class T>
+struct vpair {
+    vec<T> a, b;
+    friend vpair operator+(const vpair& x, const vpair& y) noexcept { return {x.a + y.a, x.b + y.b}; }
+};
+
+#if AVGPOOL_HAS_XSIMD && AVGPOOL_FLOAT16_AVX2 && defined(__AVX512BW__)
+constexpr bool bf16_pairs_interleaved = true;
+#else
+constexpr bool bf16_pairs_interleaved = false;
+#endif
+
+template <class M>
+inline vpair<compute_t<M>> vload_pair(const M* p) noexcept {
+    using T = compute_t<M>;
+    constexpr std::size_t W = vec<T>::width;
+#if AVGPOOL_HAS_XSIMD && AVGPOOL_FLOAT16_AVX2 && defined(__AVX512BW__)
+    if constexpr (std::is_same<M, bfloat16>::value && W == 16) {
+        // Value 2i is the low half of 32-bit lane i, value 2i + 1 its high half: a float is
+        // its bfloat16 bits in the high half.
+        const __m512i x = _mm512_loadu_si512(p);
+        return {vec<T>{_mm512_castsi512_ps(_mm512_maskz_slli_epi32(all16, x, 16))},
+                vec<T>{_mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))))}};
+    }
+#endif
+    return {vload(p), vload(p + W)};
+}
+
+template <class M>
+inline void vstore_pair(const vpair<compute_t<M>>& v, M* p) noexcept {
+    using T = compute_t<M>;
+    constexpr std::size_t W = vec<T>::width;
+#if AVGPOOL_HAS_XSIMD && AVGPOOL_FLOAT16_AVX2 && defined(__AVX512BW__)
+    if constexpr (std::is_same<M, bfloat16>::value && W == 16) {
+        __m512i r;
+#if defined(__AVX512BF16__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
+        // Both halves rounded by one instruction (a's 16 values, then b's), then woven back
+        // into value order. The instruction flushes subnormals: pairs with one take the
+        // integer rule (rare).
+        const __m512i both = (__m512i)_mm512_cvtne2ps_pbh(v.b.v, v.a.v);
+        const __m512i weave = _mm512_set_epi16(31, 15, 30, 14, 29, 13, 28, 12, 27, 11, 26, 10, 25, 9, 24, 8, 23, 7, 22,
+                                               6, 21, 5, 20, 4, 19, 3, 18, 2, 17, 1, 16, 0);
+        r = _mm512_permutexvar_epi16(weave, both);
+        const __mmask16 sub = _mm512_fpclass_ps_mask(v.a.v, 0x20) | _mm512_fpclass_ps_mask(v.b.v, 0x20);
+        if (AVGPOOL_UNLIKELY(sub != 0))
+            r = _mm512_or_si512(bfloat_lanes_avx512_int(v.a.v), _mm512_maskz_slli_epi32(all16, bfloat_lanes_avx512_int(v.b.v), 16));
+#else
+        r = _mm512_or_si512(bfloat_lanes_avx512_int(v.a.v), _mm512_maskz_slli_epi32(all16, bfloat_lanes_avx512_int(v.b.v), 16));
+#endif
+        _mm512_storeu_si512(p, r);
+        return;
+    }
+#endif
+    vstore(v.a, p);
+    vstore(v.b, p + W);
+}
+
+/// vload of a vec or a vpair.
+template <class Vt, class S>
+inline Vt vload_as(const S* p) noexcept {
+    if constexpr (std::is_same<Vt, vpair<compute_t<S>>>::value) {
+        return vload_pair(p);
+    } else {
+        return vload(p);
+    }
+}
 
 }  // namespace detail
 }  // namespace avgpool

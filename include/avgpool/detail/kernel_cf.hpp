@@ -116,40 +116,41 @@ double contiguous_sum(const M* x, index_t n) noexcept {
 // sum_i (sum_j row), the order the accuracy bound is stated for. N1 > 0 unrolls the inner sum.
 // Shared by the channels-first and channels-last kernels.
 // Rows of storage type S (float16 / bfloat16 for T = float) are converted as they are loaded.
-template <class T, int N1, class S>
-inline vec<T> nested_vsum(const S* const* rows, index_t n0, index_t n1, index_t x) noexcept {
-    using V = vec<T>;
-    V acc = V::splat(T(0));
-    for (index_t i = 0; i < n0; ++i) {
+// Vt: vec<T>, or vpair<T> for two vectors' worth of channels at once (convert.hpp).
+template <class T, int N1, class S, class Vt = vec<T>>
+inline Vt nested_vsum(const S* const* rows, index_t n0, index_t n1, index_t x) noexcept {
+    auto inner = [&](index_t i) {
         const S* const* r = rows + i * n1;
-        V inner = vload(r[0] + x);
+        Vt in = vload_as<Vt>(r[0] + x);
         if constexpr (N1 > 0) {
-            for (int j = 1; j < N1; ++j) inner = inner + vload(r[j] + x);
+            for (int j = 1; j < N1; ++j) in = in + vload_as<Vt>(r[j] + x);
         } else {
-            for (index_t j = 1; j < n1; ++j) inner = inner + vload(r[j] + x);
+            for (index_t j = 1; j < n1; ++j) in = in + vload_as<Vt>(r[j] + x);
         }
-        acc = i == 0 ? inner : acc + inner;
-    }
+        return in;
+    };
+    Vt acc = inner(0);
+    for (index_t i = 1; i < n0; ++i) acc = acc + inner(i);
     return acc;
 }
 // sum_j r[B + j] + x for j < N1, left to right.
-template <class T, std::size_t B, class S, std::size_t... J>
-inline vec<T> group_vsum(const S* const* r, index_t x, std::index_sequence<J...>) noexcept {
-    return (vload(r[B] + x) + ... + vload(r[B + J + 1] + x));
+template <class Vt, std::size_t B, class S, std::size_t... J>
+inline Vt group_vsum(const S* const* r, index_t x, std::index_sequence<J...>) noexcept {
+    return (vload_as<Vt>(r[B] + x) + ... + vload_as<Vt>(r[B + J + 1] + x));
 }
-template <class T, int N1, class S, std::size_t... A>
-inline vec<T> groups_vsum(const S* const* r, index_t x, std::index_sequence<A...>) noexcept {
+template <class Vt, int N1, class S, std::size_t... A>
+inline Vt groups_vsum(const S* const* r, index_t x, std::index_sequence<A...>) noexcept {
     constexpr auto inner = std::make_index_sequence<N1 - 1>{};
-    return (group_vsum<T, 0>(r, x, inner) + ... + group_vsum<T, (A + 1) * N1>(r, x, inner));
+    return (group_vsum<Vt, 0>(r, x, inner) + ... + group_vsum<Vt, (A + 1) * N1>(r, x, inner));
 }
 // nested_vsum() of N0 x N1 rows, with the same sums in the same order. The callers copy the
 // row pointers into a local array first: with every index a constant (folds, no loops the
 // compiler might keep rolled), it holds them in registers; read from a list that a store
 // might alias, they were reloaded for every vector, and those loads bounded the loop.
-template <class T, int N0, int N1, class S>
-inline vec<T> fixed_nested_vsum(const S* const* r, index_t x) noexcept {
+template <class T, int N0, int N1, class S, class Vt = vec<T>>
+inline Vt fixed_nested_vsum(const S* const* r, index_t x) noexcept {
     static_assert(N0 >= 1 && N1 >= 1, "at least one row");
-    return groups_vsum<T, N1>(r, x, std::make_index_sequence<N0 - 1>{});
+    return groups_vsum<Vt, N1>(r, x, std::make_index_sequence<N0 - 1>{});
 }
 
 template <class S, class T = compute_t<S>>

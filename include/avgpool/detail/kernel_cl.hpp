@@ -197,7 +197,10 @@ public:
         k_ = g.kernel[R - 1];
         if (C_ >= cl_ring_min_vectors * L && k_ <= 5) {
             // Ring blocks: K slots of at most cl_ring_bytes in all, whole vectors.
-            rcb_ = balanced_block(std::max<index_t>(L, (ring_cap / k_) / L * L));
+            // (Whole pairs of vectors per slot: the ring works on vpairs.)
+            const index_t most = (ring_cap / k_) / (2 * L) * (2 * L);
+            if (most >= 2 * L) rcb_ = balanced_block(most);
+            if (rcb_ < 2 * L) rcb_ = 0;
         }
         fused_ = pick_fused();
         // Windows covering every axis but the first whole (global pools; i3d's 2x7x7 on 8x7x7):
@@ -445,6 +448,14 @@ private:
                 return nested_vsum<T, 0>(rows, n0, n1, off);
             }
         }
+        // The same sums, two vectors' worth of channels at once (convert.hpp's vpair).
+        AVGPOOL_ALWAYS_INLINE vpair<T> pair(index_t off) const noexcept {
+            if constexpr (N1 > 0) {
+                return fixed_nested_vsum<T, N0, N1, M, vpair<T>>(r, off);
+            } else {
+                return nested_vsum<T, 0, M, vpair<T>>(rows, n0, n1, off);
+            }
+        }
     };
 
     template <int K, int S, int N0, int N1>
@@ -454,21 +465,15 @@ private:
         if constexpr (N1 > 0)
             for (int j = 0; j < N0 * N1; ++j) src.r[j] = rows[j];
         const index_t cb = rcb_;
+        // The ring holds vpairs (two vectors' worth of channels, in vload_pair's lane order):
+        // pair i / (2 L) of a slot at slot + i, for the channels from min(i, cb - 2 L) on (the
+        // last pair shifted back to end at the block's end; stored at its own place, so the
+        // overlap never mixes two pairs' lane orders).
+        constexpr index_t P = 2 * L;
+        const index_t cbp = (cb + P - 1) / P * P;  // slot stride
         T* const ring = b.buf;
         // Slot of padded column u (input column u - pb): u % K.
-        auto fill = [&](index_t u, index_t c0) {
-            T* slot = ring + (u % K) * cb;
-            const index_t x = u - pb_;
-            if (x < 0 || x >= W_) {
-                std::fill(slot, slot + cb, T(0));
-                return;
-            }
-            const index_t off = x * C_ + c0;
-            for (index_t i = 0; i < cb; i += L) {
-                const index_t j = std::min(i, cb - L);
-                src(off + j).store(slot + j);
-            }
-        };
+        auto fill = [&](index_t u, index_t c0) { ring_fill(src, ring + (u % K) * cbp, u - pb_, c0, cb, cbp); };
         // Columns of a window that the next one shares (and so must find in the ring): the
         // last K - S; the newest S columns of a window are the ones it does not share with
         // the one before.
@@ -499,8 +504,8 @@ private:
                     // 10-20% on the 3x3 shapes).
                     const T* older[kept > 0 ? kept : 1] = {};  // (zeroed for GCC's -Wmaybe-uninitialized)
                     T* keep[fresh] = {};
-                    for (int t = 0; t < kept; ++t) older[t] = ring + ((ub + t) % K) * cb;
-                    for (int t = 0; t < fresh; ++t) keep[t] = ring + ((uf + t) % K) * cb;
+                    for (int t = 0; t < kept; ++t) older[t] = ring + ((ub + t) % K) * cbp;
+                    for (int t = 0; t < fresh; ++t) keep[t] = ring + ((uf + t) % K) * cbp;
                     const index_t off = xf * C_ + c0;
                     if (!average) {
                         ring_out<K, S, 0>(src, off, older, keep, o, cb, dv);
@@ -515,19 +520,41 @@ private:
                 // the ring are summed into it, padding as zeros, then all K are read from it.
                 for (index_t u = from; u < ub + K; ++u) fill(u, c0);
                 const T* all[K];
-                for (int t = 0; t < K; ++t) all[t] = ring + ((ub + t) % K) * cb;
+                for (int t = 0; t < K; ++t) all[t] = ring + ((ub + t) % K) * cbp;
                 ring_edge<K>(all, o, cb, average, dv);
             }
             if (c0 + cb >= C_) break;
         }
     }
 
-    // A window's sum at offset j from its K column sums, in column order as in a direct sum.
+    // The ring slot of input column x (zeros outside the input): its vertical sums, channels
+    // c0 .. c0 + cb - 1, as vpairs. (A member, not a lambda, so that it can be forced inline:
+    // GCC made the lambda a call for 16-bit storage, 16% of the 3x3 stride-2 time.)
+    template <class Src>
+    AVGPOOL_ALWAYS_INLINE void ring_fill(const Src& src, T* slot, index_t x, index_t c0, index_t cb,
+                                         index_t cbp) const noexcept {
+        constexpr index_t P = 2 * L;
+        if (x < 0 || x >= W_) {
+            std::fill(slot, slot + cbp, T(0));
+            return;
+        }
+        const index_t off = x * C_ + c0;
+        for (index_t i = 0; i < cb; i += P) {
+            const vpair<T> v = src.pair(off + std::min(i, cb - P));
+            v.a.store(slot + i);
+            v.b.store(slot + i + L);
+        }
+    }
+
+    // A window's sum from its K column sums, in column order as in a direct sum.
     template <int K>
-    AVGPOOL_ALWAYS_INLINE static V ring_sum(const V* col) noexcept {
-        V acc = col[0];
+    AVGPOOL_ALWAYS_INLINE static vpair<T> ring_sum(const vpair<T>* col) noexcept {
+        vpair<T> acc = col[0];
         unrolled<K - 1>([&](auto t) { acc = acc + col[t + 1]; });
         return acc;
+    }
+    AVGPOOL_ALWAYS_INLINE static vpair<T> ring_load(const T* slot, index_t i) noexcept {
+        return {V::load(slot + i), V::load(slot + i + L)};
     }
 
     // One interior output of the ring path: its `kept` older column sums from the ring, its
@@ -537,40 +564,45 @@ private:
     // 2: the corrected quotient.
     template <int K, int S, int Div, class Src>
     AVGPOOL_ALWAYS_INLINE void ring_out(const Src& src, index_t off, const T* const* older, T* const* keep, M* o,
-                                    index_t cb, const quotient_by& dv) const noexcept {
+                                        index_t cb, const quotient_by& dv) const noexcept {
         constexpr int kept = K > S ? K - S + (S > K - S ? 2 * S - K : 0) : 0;
         constexpr int fresh = K - kept;
+        constexpr index_t P = 2 * L;
         // Locals: the row pointers and the divisor in registers, not re-read each iteration
         // (the stores below could alias what a reference points to).
         const Src s = src;
         const V d = V::splat(dv.ds), r = V::splat(dv.rs);
         const index_t C = C_;
-        for (index_t i = 0; i < cb; i += L) {
-            const index_t j = std::min(i, cb - L);
-            V col[K];
-            unrolled<kept>([&](auto t) { col[t] = V::load(older[t] + j); });
+        for (index_t i = 0; i < cb; i += P) {
+            const index_t j = std::min(i, cb - P);
+            vpair<T> col[K];
+            unrolled<kept>([&](auto t) { col[t] = ring_load(older[t], i); });
             unrolled<fresh>([&](auto t) {
-                col[kept + t] = s(off + t * C + j);
+                col[kept + t] = s.pair(off + t * C + j);
                 // Shared with the next window: padded column >= its first, ub + S.
-                if constexpr (kept + t >= S) col[kept + t].store(keep[t] + j);
+                if constexpr (kept + t >= S) {
+                    col[kept + t].a.store(keep[t] + i);
+                    col[kept + t].b.store(keep[t] + i + L);
+                }
             });
-            V acc = ring_sum<K>(col);
-            if constexpr (Div == 1) acc = acc * r;
-            if constexpr (Div == 2) acc = quotient_by::corrected(acc, d, r);
-            vstore(acc, o + j);
+            vpair<T> acc = ring_sum<K>(col);
+            if constexpr (Div == 1) acc = {acc.a * r, acc.b * r};
+            if constexpr (Div == 2) acc = {divide_rounded(acc.a, d, r), divide_rounded(acc.b, d, r)};
+            vstore_pair(acc, o + j);
         }
     }
 
-    // A window at an edge: all K column sums from the ring (padding columns hold zeros).
+    // A window whose fresh columns reach past the input: all K column sums from the ring
+    // (padding columns hold zeros).
     template <int K>
-    static void ring_edge(const T* const* all, M* o, index_t cb, bool average, const quotient_by& dv) noexcept {
-        for (index_t i = 0; i < cb; i += L) {
-            const index_t j = std::min(i, cb - L);
-            V col[K];
-            unrolled<K>([&](auto t) { col[t] = V::load(all[t] + j); });
-            V acc = ring_sum<K>(col);
-            if (average) acc = dv(acc);
-            vstore(acc, o + j);
+    void ring_edge(const T* const* all, M* o, index_t cb, bool average, const quotient_by& dv) const noexcept {
+        constexpr index_t P = 2 * L;
+        for (index_t i = 0; i < cb; i += P) {
+            vpair<T> col[K];
+            unrolled<K>([&](auto t) { col[t] = ring_load(all[t], i); });
+            vpair<T> acc = ring_sum<K>(col);
+            if (average) acc = {dv(acc.a), dv(acc.b)};
+            vstore_pair(acc, o + std::min(i, cb - P));
         }
     }
 
