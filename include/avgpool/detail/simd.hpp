@@ -124,6 +124,7 @@ inline vec<T> fused_mul_add(const vec<T>& a, const vec<T>& b, const vec<T>& c) n
     constexpr std::size_t W = vec<T>::width;
     constexpr bool f = std::is_same<T, float>::value;
     (void)W;
+    (void)f;
 #if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
     if constexpr (W == 16 && f) return {_mm512_fmadd_ps(a.v, b.v, c.v)};
     if constexpr (W == 8 && !f) return {_mm512_fmadd_pd(a.v, b.v, c.v)};
@@ -135,8 +136,9 @@ inline vec<T> fused_mul_add(const vec<T>& a, const vec<T>& b, const vec<T>& c) n
     if constexpr (W == 2 && !f) return {_mm_fmadd_pd(a.v, b.v, c.v)};
 #endif
 #if !AVGPOOL_HAS_XSIMD && defined(__FMA__)
-    return {f ? static_cast<T>(__builtin_fmaf(a.v, b.v, c.v)) : static_cast<T>(__builtin_fma(a.v, b.v, c.v))};
+    if constexpr (true) return {f ? static_cast<T>(__builtin_fmaf(a.v, b.v, c.v)) : static_cast<T>(__builtin_fma(a.v, b.v, c.v))};
 #endif
+    return {a.v * b.v + c.v};  // not reached: the static_assert admits only the cases above
 }
 
 /// x clamped to [-lim, lim] (lim > 0): infinities become +-lim; a NaN stays NaN or becomes
