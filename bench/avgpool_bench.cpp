@@ -34,8 +34,8 @@ using avgpool::index_t;
 // Every contender's buffers start on a 64-byte boundary, as oneDNN's own memory objects and
 // the tensors of PyTorch, ONNX Runtime and OpenVINO do. (std::vector's large blocks come from
 // mmap at 16 bytes past a page: every 64-byte vector load would straddle two cache lines.)
-// AVGPOOL_BENCH_OFFSET=<bytes> shifts avgpool's buffers by that many bytes, to measure
-// misaligned callers.
+// AVGPOOL_BENCH_OFFSET=<bytes> shifts avgpool's buffers by that many bytes (rounded down to a
+// multiple of the element's alignment), to measure misaligned callers.
 std::size_t buffer_offset() {
     static const std::size_t off = [] {
         const char* e = std::getenv("AVGPOOL_BENCH_OFFSET");
@@ -51,6 +51,7 @@ public:
     explicit buffer(std::size_t n, T fill = T(), std::size_t offset = 0)
         : raw_(static_cast<char*>(std::aligned_alloc(64, round_up(n * sizeof(T) + offset)))), n_(n) {
         if (raw_ == nullptr) throw std::bad_alloc();
+        offset -= offset % alignof(T);  // a T must stay aligned as a T
         data_ = reinterpret_cast<T*>(raw_ + offset);
         std::fill_n(data_, n, fill);
     }

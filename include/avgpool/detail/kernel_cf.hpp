@@ -117,6 +117,7 @@ double contiguous_sum(const M* x, index_t n) noexcept {
 // Shared by the channels-first and channels-last kernels.
 // Rows of storage type S (float16 / bfloat16 for T = float) are converted as they are loaded.
 // Vt: vec<T>, or vpair<T> for two vectors' worth of channels at once (convert.hpp).
+// Requires n0 >= 1 and n1 >= 1 (callers handle windows with no rows themselves).
 template <class T, int N1, class S, class Vt = vec<T>>
 inline Vt nested_vsum(const S* const* rows, index_t n0, index_t n1, index_t x) noexcept {
     auto inner = [&](index_t i) {
