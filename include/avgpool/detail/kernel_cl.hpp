@@ -296,9 +296,7 @@ private:
             int e = 0;
             return std::frexp(div, &e) == T(0.5);
         }
-        AVGPOOL_ALWAYS_INLINE V operator()(V a) const noexcept { return exact ? a * r : corrected(a); }
-        AVGPOOL_ALWAYS_INLINE V corrected(V a) const noexcept { return corrected(a, d, r); }
-        AVGPOOL_ALWAYS_INLINE static V corrected(V a, V d, V r) noexcept { return divide_rounded(a, d, r); }
+        AVGPOOL_ALWAYS_INLINE V operator()(V a) const noexcept { return exact ? a * r : divide_rounded(a, d, r); }
     };
 
     // The quotient for a run of outputs whose divisor rarely changes (an exclude-pad row
@@ -458,6 +456,13 @@ private:
         }
     };
 
+    // Columns of an interior window read from the ring, the rest ("fresh") from the input.
+    // The ring holds the K - S columns a window shares with the one before (K > S). When
+    // S > K - S, the window's first S - (K - S) fresh columns, which the next one does not
+    // share (K = 3, S = 2: the middle one), go through the ring too: summed in a pass of their
+    // own, they keep the interior loop at three input streams, which measured faster than six.
+    static constexpr int ring_kept(int K, int S) noexcept { return K > S ? std::max(K - S, S) : 0; }
+
     template <int K, int S, int N0, int N1>
     void ring_rows(buffers& b, const M* const* rows, index_t n0, index_t n1, M* dst, bool average,
                    const row_divisor& div) const {
@@ -474,15 +479,9 @@ private:
         T* const ring = b.buf;
         // Slot of padded column u (input column u - pb): u % K.
         auto fill = [&](index_t u, index_t c0) { ring_fill(src, ring + (u % K) * cbp, u - pb_, c0, cb, cbp); };
-        // Columns of a window that the next one shares (and so must find in the ring): the
-        // last K - S; the newest S columns of a window are the ones it does not share with
-        // the one before.
-        // A window's fresh columns that the next one does not share (K = 3, S = 2: the middle
-        // one) go through the ring as well: summed in a pass of their own, they keep the
-        // interior loop at three input streams, which measured faster than six.
-        constexpr int kept = K > S ? K - S + (S > K - S ? 2 * S - K : 0) : 0;
+        constexpr int kept = ring_kept(K, S);
         constexpr int fresh = K - kept;
-        constexpr int shared = K > S ? K - S : 0;
+        constexpr int shared = K > S ? K - S : 0;  // columns a window shares with the last
         for (index_t c0 = 0;; c0 += cb) {
             c0 = std::min(c0, C_ - cb);  // the last block shifted back to end at C
             divider dvc;
@@ -565,7 +564,7 @@ private:
     template <int K, int S, int Div, class Src>
     AVGPOOL_ALWAYS_INLINE void ring_out(const Src& src, index_t off, const T* const* older, T* const* keep, M* o,
                                         index_t cb, const quotient_by& dv) const noexcept {
-        constexpr int kept = K > S ? K - S + (S > K - S ? 2 * S - K : 0) : 0;
+        constexpr int kept = ring_kept(K, S);
         constexpr int fresh = K - kept;
         constexpr index_t P = 2 * L;
         // Locals: the row pointers and the divisor in registers, not re-read each iteration
