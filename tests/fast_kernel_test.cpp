@@ -589,6 +589,149 @@ TEST(TileKernel, MatchesReferenceForwardAndBackward) {
     tile_suite<double, 3>(40);
 }
 
+#if AVGPOOL_PERM_KERNEL
+// The permute kernel (rows of at most 32, output rows of at most 16; AVX-512) on one plan:
+// forward average and sum against the reference within the accuracy bound; the same bits
+// when planes are split into blocks of rows at a random cut (odd cuts break the packed row
+// pairs differently), and through forward() / sum() of the public API (so the dispatch
+// really takes it), also with a thread pool.
+template <std::size_t R>
+void perm_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std::string& trace) {
+    SCOPED_TRACE(trace);
+    namespace dt = avgpool::detail;
+    const auto& d = dt::plan_access::data(plan);
+    ASSERT_TRUE((dt::perm_applicable<float, R>(d))) << "expected the permute kernel";
+    const index_t items = d.input_shape[0] * d.input_shape[1];
+    index_t rows = 1;
+    for (std::size_t ax = 0; ax + 1 < R; ++ax) rows *= d.geometry.output[ax];
+    double ksum = 0;
+    for (std::size_t ax = 0; ax < R; ++ax) ksum += static_cast<double>(d.geometry.kernel[ax]);
+    const std::size_t xn = static_cast<std::size_t>(plan.input_size()), on = static_cast<std::size_t>(plan.output_size());
+    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    std::vector<float> in(xn), absin(xn);
+    for (std::size_t i = 0; i < xn; ++i) {
+        in[i] = static_cast<float>(dist(gen));
+        absin[i] = std::fabs(in[i]);
+    }
+    avgpool::thread_pool pool(2);
+    for (auto op : {dt::pool_op::average, dt::pool_op::sum}) {
+        const char* what = op == dt::pool_op::sum ? "sum output" : "average output";
+        std::vector<float> whole(on, 1e30f), parts(on, 1e30f), api(on, 7.0f), threaded(on, 9.0f), ref(on), ref_abs(on);
+        const dt::perm_kernel<R> k(d, op);
+        k.run(in.data(), whole.data(), 0, items);
+        for (index_t item = 0; item < items; ++item) {
+            const index_t cut = std::uniform_int_distribution<index_t>(0, rows)(gen);
+            k.run_rows(in.data(), parts.data(), item, cut, rows);  // the later rows first
+            k.run_rows(in.data(), parts.data(), item, 0, cut);
+        }
+        dt::reference_pool<float, R>(d, in.data(), ref.data(), op, 0, items);
+        dt::reference_pool<float, R>(d, absin.data(), ref_abs.data(), op, 0, items);
+        for (std::size_t i = 0; i < on; ++i) {
+            if (std::isnan(ref[i])) {
+                ASSERT_TRUE(std::isnan(whole[i])) << what << " " << i;
+                continue;
+            }
+            const double bound = 4 * ksum * unit_roundoff<float>() * static_cast<double>(ref_abs[i]) * (1 + 1e-6) +
+                                 std::numeric_limits<float>::denorm_min();
+            ASSERT_LE(std::fabs(static_cast<double>(whole[i]) - static_cast<double>(ref[i])), bound)
+                << what << " " << i << ": permute " << whole[i] << " reference " << ref[i];
+        }
+        ASSERT_EQ(0, std::memcmp(whole.data(), parts.data(), on * sizeof(float))) << what << ": run_rows split";
+        const bool sum = op == dt::pool_op::sum;
+        ASSERT_TRUE((sum ? plan.sum(in.data(), api.data()) : plan.forward(in.data(), api.data())).ok());
+        ASSERT_TRUE((sum ? plan.sum(in.data(), threaded.data(), pool) : plan.forward(in.data(), threaded.data(), pool)).ok());
+        ASSERT_EQ(0, std::memcmp(whole.data(), api.data(), on * sizeof(float))) << what << ": public API";
+        ASSERT_EQ(0, std::memcmp(whole.data(), threaded.data(), on * sizeof(float))) << what << ": thread pool";
+    }
+}
+
+// Random geometries with rows up to 34 wide (some past the kernel's 32), every mode of
+// random_attrs (pads, dilation, rounding, divisors, overrides, empty windows), adaptive plans,
+// 1 to 40 planes (few planes go through the split path), ranks 1-3.
+template <std::size_t R>
+void perm_suite(int cases) {
+    int ran = 0;
+    for (int c = 0; c < cases; ++c) {
+        const std::uint64_t seed = 77000 + 1000 * R + static_cast<std::uint64_t>(c);
+        std::mt19937_64 gen(seed);
+        auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+        avgpool::dims<R + 2> shape{};
+        shape[0] = pick(1, 2);
+        shape[1] = pick(1, 20);
+        avgpool::dims<R> spatial{};
+        for (std::size_t ax = 0; ax < R; ++ax) spatial[ax] = shape[ax + 2] = pick(1, ax + 1 == R ? 34 : (R == 3 ? 9 : 20));
+        if (pick(0, 4) == 0) {
+            avgpool::dims<R> out{};
+            for (std::size_t ax = 0; ax < R; ++ax) out[ax] = pick(1, ax + 1 == R ? 17 : 12);
+            auto plan = avgpool::pooling<R>::create_adaptive(shape, out);
+            ASSERT_TRUE(plan);
+            if (!avgpool::detail::perm_applicable<float, R>(avgpool::detail::plan_access::data(*plan))) continue;
+            perm_check<R>(*plan, gen, "adaptive seed " + std::to_string(seed));
+        } else {
+            const auto a = random_attrs<R>(gen, spatial);
+            auto plan = avgpool::pooling<R>::create(shape, a);
+            if (!plan || !avgpool::detail::perm_applicable<float, R>(avgpool::detail::plan_access::data(*plan))) continue;
+            perm_check<R>(*plan, gen, describe<R>(shape, a, "seed " + std::to_string(seed)));
+        }
+        if (::testing::Test::HasFatalFailure()) return;
+        ++ran;
+    }
+    EXPECT_GT(ran, cases / 4) << "too few draws took the permute kernel";
+}
+#endif
+
+TEST(PermKernel, MatchesReference) {
+#if AVGPOOL_PERM_KERNEL
+    perm_suite<1>(300);
+    perm_suite<2>(400);
+    perm_suite<3>(300);
+#else
+    GTEST_SKIP() << "the permute kernel needs AVX-512 (build with -march=native on such a CPU)";
+#endif
+}
+
+// The bench shapes it is for take it (ShuffleNet 14x14 and 28x28, DenseNet 2x2 on 14x14, a
+// 3-D 16^3), and those it is not for do not: 7x7 and 8x8 planes, rows over 32, outputs over 16.
+TEST(PermKernel, ChosenWhereItPays) {
+#if AVGPOOL_PERM_KERNEL
+    namespace dt = avgpool::detail;
+    avgpool::pool_attrs<2> a;
+    a.kernel = {3, 3};
+    a.strides = {2, 2};
+    a.pads_begin = a.pads_end = {1, 1};
+    std::mt19937_64 gen(5);
+    for (index_t hw : {14, 28}) {
+        auto plan = avgpool::pooling<2>::create({1, 24, hw, hw}, a);
+        ASSERT_TRUE(plan);
+        perm_check<2>(*plan, gen, "shufflenet " + std::to_string(hw));
+    }
+    for (index_t hw : {7, 8, 33}) {
+        auto plan = avgpool::pooling<2>::create({1, 24, hw, hw}, a);
+        ASSERT_TRUE(plan);
+        EXPECT_FALSE((dt::perm_applicable<float, 2>(dt::plan_access::data(*plan)))) << hw;
+    }
+    avgpool::pool_attrs<2> two;
+    two.kernel = two.strides = {2, 2};
+    auto densenet = avgpool::pooling<2>::create({1, 32, 14, 14}, two);
+    ASSERT_TRUE(densenet);
+    perm_check<2>(*densenet, gen, "densenet 14x14");
+    avgpool::pool_attrs<2> s1;
+    s1.kernel = {3, 3};
+    auto wide_out = avgpool::pooling<2>::create({1, 4, 5, 19}, s1);  // output rows of 17
+    ASSERT_TRUE(wide_out);
+    EXPECT_FALSE((dt::perm_applicable<float, 2>(dt::plan_access::data(*wide_out))));
+    avgpool::pool_attrs<3> c;
+    c.kernel = {3, 3, 3};
+    c.strides = {2, 2, 2};
+    c.pads_end = {1, 1, 1};
+    auto cube = avgpool::pooling<3>::create({1, 4, 16, 16, 16}, c);
+    ASSERT_TRUE(cube);
+    perm_check<3>(*cube, gen, "3-D 16^3");
+#else
+    GTEST_SKIP() << "the permute kernel needs AVX-512 (build with -march=native on such a CPU)";
+#endif
+}
+
 // forward() and backward() of a plan through the public API give the bits of the tile kernel
 // run directly (so the dispatch really takes it).
 template <class T>
@@ -602,6 +745,15 @@ void same_bits_as_tile(const avgpool::pooling<2>& plan, bool forward) {
     const avgpool::detail::tile_kernel<T, 2> k(d, avgpool::detail::pool_op::average);
     if (forward) {
         ASSERT_TRUE(plan.forward(in.data(), api.data()).ok());
+#if AVGPOOL_PERM_KERNEL
+        if constexpr (std::is_same<T, float>::value) {
+            if (avgpool::detail::perm_applicable<T, 2>(d)) {  // float planes 9 to 32 wide: that kernel
+                avgpool::detail::perm_kernel<2>(d, avgpool::detail::pool_op::average).run(in.data(), direct.data(), 0, items);
+                EXPECT_EQ(0, std::memcmp(api.data(), direct.data(), n * sizeof(T))) << "forward (permute kernel)";
+                return;
+            }
+        }
+#endif
         k.run(in.data(), direct.data(), 0, items);
     } else {
         ASSERT_TRUE(plan.backward(in.data(), api.data()).ok());

@@ -223,7 +223,7 @@ void kernel_suite() {
 // store: every output is the float kernel's result on the same values rounded once, bit for
 // bit, with NaN, Inf and sums that overflow the 16-bit range. Channels-last: each path of the
 // kernel (ring, register sliding, block sums, slices, general; channel tails, C under a
-// vector). Channels-first: every kernel (2x2 stride 2, same grid, tile, block, row, global),
+// vector). Channels-first: every kernel (2x2 stride 2, same grid, tile, permute, block, row, global),
 // whole planes and few planes split by rows.
 template <class H, std::size_t R>
 void fused_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a, std::mt19937_64& gen,
@@ -235,7 +235,7 @@ void fused_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>&
     if (lay == avgpool::layout::channels_last ? !dt::cl_applicable<float, R>(d)
                                               : !(dt::pair_applicable<float, R>(d) || dt::same_applicable<float, R>(d) ||
                                                   dt::tile_applicable<float, R>(d) || dt::flat_applicable<float, R>(d) ||
-                                                  dt::cf_applicable<float, R>(d)))
+                                                  dt::cf_applicable<float, R>(d) || dt::perm_applicable<float, R>(d)))
         return;  // the reference path
     SCOPED_TRACE(avgpool_test::describe<R>(shape, a, lay == avgpool::layout::channels_last ? "cl" : "cf"));
     const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), n_out = static_cast<std::size_t>(plan->output_size());
@@ -314,6 +314,9 @@ void fused_suite() {
     narrow.strides = {2, 2};
     narrow.pads_begin = narrow.pads_end = {1, 1};
     for (avgpool::index_t w : {4, 7, 14, 17}) fused_case<H, 2>({1, 70, 7, w}, narrow, gen, cf);  // full and partial tiles
+    // Rows 9 to 32 wide with AVX-512: the permute kernel (two rows a vector up to 16 wide).
+    for (avgpool::index_t w : {14, 28, 32}) fused_case<H, 2>({1, 20, w, w}, narrow, gen, cf);
+    fused_case<H, 2>({1, 20, 14, 14}, narrow, gen, cf, 1e-39f);  // subnormal outputs
     avgpool::pool_attrs<3> cube3;
     cube3.kernel = {3, 3, 3};
     cube3.strides = {2, 2, 2};

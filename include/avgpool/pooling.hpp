@@ -19,6 +19,7 @@
 #include "detail/kernel_cl.hpp"
 #include "detail/kernel_flat.hpp"
 #include "detail/kernel_pair.hpp"
+#include "detail/kernel_perm.hpp"
 #include "detail/kernel_same.hpp"
 #include "detail/kernel_tile.hpp"
 #include "detail/plan.hpp"
@@ -448,7 +449,9 @@ private:
         }
 
         if (detail::same_geometry<R>(d_)) build_same_masks();
-        if (detail::same_geometry<R>(d_) || detail::tile_geometry<R>(d_, true)) build_plane_reciprocals();
+        if (detail::same_geometry<R>(d_) || detail::tile_geometry<R>(d_, true) || detail::perm_geometry<R>(d_))
+            build_plane_reciprocals();
+        if (detail::perm_geometry<R>(d_)) d_.perm_rows = detail::perm_rows<R>(d_);
         if (detail::tile_geometry<R>(d_, true)) build_tile_cover();  // backward's, the wider
         if (detail::flat_geometry<R>(d_) || detail::same_geometry<R>(d_)) {
             // The whole divisor of each output: the override, or the product of the per-axis
@@ -485,6 +488,14 @@ private:
     // M: the element type in memory (U, or a 16-bit type the kernel converts in registers).
     template <class U, class M, class Fn>
     bool with_plane_kernel(detail::pool_op op, Fn&& fn) const {
+#if AVGPOOL_PERM_KERNEL
+        if constexpr (detail::perm_types<U, M>()) {
+            if (detail::perm_applicable<U, R, M>(d_)) {
+                fn(detail::perm_kernel<R, M>(d_, op));
+                return true;
+            }
+        }
+#endif
         if (detail::pair_applicable<U, R>(d_)) {
             fn(detail::pair_kernel<U, R, M>(d_, op));
         } else if (detail::same_applicable<U, R>(d_)) {
@@ -589,6 +600,11 @@ private:
                     kernel.run_rows(in, out, plane, r0, r1);
                 });
             };
+#if AVGPOOL_PERM_KERNEL
+            if constexpr (detail::perm_types<U, T>()) {
+                if (rows.split() && detail::perm_applicable<U, R, T>(d_)) return split_rows(detail::perm_kernel<R, T>(d_, op));
+            }
+#endif
             if (rows.split() && detail::flat_split_applicable<U, R>(d_)) return split_rows(detail::flat_kernel<U, R, T>(d_, op));
             if (rows.split() && detail::cf_applicable<U, R>(d_)) return split_rows(detail::cf_kernel<U, R, T>(d_, op));
             if (with_plane_kernel<U, T>(op, planes)) return status{};

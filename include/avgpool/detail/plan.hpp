@@ -61,6 +61,9 @@ struct plan_data {
     // in flat_div), for the same-grid and tile kernels; empty when neither applies.
     std::vector<float> plane_rdiv_f;
     std::vector<double> plane_rdiv_d;
+    // The permute kernel's input rows per outer output row (kernel_perm.hpp); empty when that
+    // kernel does not apply.
+    std::vector<index_t> perm_rows;
     // The tile kernel's (kernel_tile.hpp) lists, per axis a, of the outputs with a tap at each
     // input x, ascending: tile_cover[tile_cover_at[tile_cover_axis[a] + x] ..
     // tile_cover_at[tile_cover_axis[a] + x + 1]); empty when that kernel does not apply.

@@ -1,0 +1,304 @@
+// avgpool: header-only N-D average pooling.
+// SPDX-License-Identifier: MIT
+//
+// The permute kernel, for channels-first float planes whose input rows fit two AVX-512 vectors
+// (W <= 32) and whose output rows fit one (Wo <= 16): ShuffleNet's 3x3 stride-2 pools on 7x7
+// to 28x28, DenseNet's 2x2 on 14x14, 3-D pools on 16^3. On such planes the row kernels spend
+// more on setting up each row than on the sums, and the tile kernel on its transposes. Here an
+// output row is the sum of its window's input rows, whole rows in registers (masked loads, so
+// nothing past a row is read), then one two-source permute per horizontal tap: lane o of tap t
+// takes column first(o) + t * dilation, zeroed where t is past that window's count. Padding,
+// dilation, ceil rounding and adaptive windows all live in the index tables, so there are no
+// edge cases. Rows of at most 16 with output rows of at most 8 pack two consecutive output rows
+// into one vector (the second row's vertical sum is the permute's second source), which halves
+// the horizontal work and the stores. Every lane does the same operations whichever rows share
+// its vector, so results do not depend on how a call is split.
+#ifndef AVGPOOL_DETAIL_KERNEL_PERM_HPP
+#define AVGPOOL_DETAIL_KERNEL_PERM_HPP
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <vector>
+
+#include "convert.hpp"
+#include "plan.hpp"
+#include "reference.hpp"
+#include "simd.hpp"
+
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+#define AVGPOOL_PERM_KERNEL 1
+#else
+#define AVGPOOL_PERM_KERNEL 0
+#endif
+// 16-bit storage: masked 16-bit loads and stores (AVX-512BW with VL).
+#if AVGPOOL_PERM_KERNEL && AVGPOOL_FLOAT16_AVX2 && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define AVGPOOL_PERM_HALF 1
+#else
+#define AVGPOOL_PERM_HALF 0
+#endif
+
+namespace avgpool {
+namespace detail {
+
+// Horizontal taps (one permute each) and input rows summed per output row; past these the
+// other kernels' costs no longer dominate.
+constexpr index_t perm_max_taps = 8;
+constexpr index_t perm_max_rows = 64;
+// Outer output rows per plane (every axis but the last): bounds the row tables.
+constexpr index_t perm_max_outer = index_t(1) << 16;
+
+/// Whether the geometry suits the permute kernel (float storage only; AVX-512 builds only).
+template <std::size_t R>
+bool perm_geometry(const plan_data<R>& p) noexcept {
+    if (!AVGPOOL_PERM_KERNEL || R > 3 || p.memory_layout != layout::channels_first || p.global) return false;
+    const pool_geometry<R>& g = p.geometry;
+    const index_t W = g.input[R - 1], Wo = g.output[R - 1];
+    if (W > 32 || Wo > 16) return false;
+    // 2-D planes 8 wide or less: the tile kernel (7x7: 6.5 against 7.6 us for 576 planes) and
+    // the same-grid kernel's two-rows-per-vector path (8x8 stride 1) are faster there.
+    if (R == 2 && W <= 8) return false;
+    const window* w = p.axis(R - 1);
+    for (index_t o = 0; o < Wo; ++o)
+        if (w[o].count > perm_max_taps) return false;
+    index_t rows = 1, outer = 1;
+    for (std::size_t a = 0; a + 1 < R; ++a) {
+        index_t most = 0;
+        const window* wa = p.axis(a);
+        for (index_t o = 0; o < g.output[a]; ++o) most = std::max(most, wa[o].count);
+        rows *= std::max<index_t>(most, 1);
+        outer *= g.output[a];
+        if (rows > perm_max_rows || outer > perm_max_outer) return false;
+    }
+    return true;
+}
+
+// Row offsets of the window product over the outer axes a .. R - 2, from base (in rows).
+template <std::size_t R>
+void perm_add_rows(const plan_data<R>& p, const std::array<const window*, R>& wr, std::size_t a, index_t base,
+                   std::vector<index_t>& rows) {
+    if (a + 1 >= R) {
+        rows.push_back(base * p.geometry.input[R - 1]);
+        return;
+    }
+    const index_t d = p.adaptive ? 1 : p.geometry.dilations[a];
+    for (index_t t = 0; t < wr[a]->count; ++t) perm_add_rows(p, wr, a + 1, base * p.geometry.input[a] + wr[a]->first + t * d, rows);
+}
+
+/// The permute kernel's row table, built once per plan: for each outer output row (every axis
+/// but the last), the offsets in a plane of the input rows its window sums, in window order,
+/// kv per row (the largest window's row count). Rows of smaller windows are padded with -1,
+/// read from a zero row instead, so every row runs the same unrolled code (short loops of
+/// varying trip counts cost a mispredicted branch per row) with the same load masks (a mask
+/// per entry would cost a mask move on the permute port).
+template <std::size_t R>
+std::vector<index_t> perm_rows(const plan_data<R>& p) {
+    const pool_geometry<R>& g = p.geometry;
+    index_t nr = 1, kv = 1;
+    for (std::size_t a = 0; a + 1 < R; ++a) {
+        nr *= g.output[a];
+        index_t most = 0;
+        for (index_t o = 0; o < g.output[a]; ++o) most = std::max(most, p.axis(a)[o].count);
+        kv *= most;
+    }
+    std::vector<index_t> rows;
+    rows.reserve(static_cast<std::size_t>(nr * kv));
+    for (index_t r = 0; r < nr; ++r) {
+        const std::size_t first = rows.size();
+        std::array<const window*, R> wr{};
+        index_t rest = r;
+        for (std::size_t a = R - 1; a-- > 0;) {
+            wr[a] = p.axis(a) + rest % g.output[a];
+            rest /= g.output[a];
+        }
+        perm_add_rows<R>(p, wr, 0, 0, rows);
+        rows.resize(first + static_cast<std::size_t>(kv), -1);
+    }
+    return rows;
+}
+
+/// Float, or 16-bit storage computed in float (the float kernel's bits, rounded once).
+template <class T, class M>
+constexpr bool perm_types() noexcept {
+    return AVGPOOL_PERM_KERNEL && std::is_same<T, float>::value &&
+           (std::is_same<M, float>::value || (AVGPOOL_PERM_HALF && is_half<M>::value));
+}
+
+template <class T, std::size_t R, class M = T>
+bool perm_applicable(const plan_data<R>& p) noexcept {
+    return perm_types<T, M>() && !p.plane_rdiv_f.empty() && !p.perm_rows.empty() && perm_geometry<R>(p);
+}
+
+#if AVGPOOL_PERM_KERNEL
+
+// 16 lanes of M under a mask (lanes outside it are not touched), as float.
+AVGPOOL_ALWAYS_INLINE __m512 perm_load(__mmask16 k, const float* p) noexcept { return _mm512_maskz_loadu_ps(k, p); }
+AVGPOOL_ALWAYS_INLINE void perm_store(float* p, __mmask16 k, __m512 v) noexcept { _mm512_mask_storeu_ps(p, k, v); }
+#if AVGPOOL_PERM_HALF
+AVGPOOL_ALWAYS_INLINE __m512 perm_load(__mmask16 k, const bfloat16* p) noexcept {
+    // maskz with every lane: the plain forms trip GCC 12's -Wmaybe-uninitialized in its header.
+    const __m512i w = _mm512_maskz_cvtepu16_epi32(all16, _mm256_maskz_loadu_epi16(k, p));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all16, w, 16));
+}
+AVGPOOL_ALWAYS_INLINE void perm_store(bfloat16* p, __mmask16 k, __m512 v) noexcept {
+    _mm256_mask_storeu_epi16(p, k, bfloat_bits_avx512(v));
+}
+AVGPOOL_ALWAYS_INLINE __m512 perm_load(__mmask16 k, const float16* p) noexcept {
+    return _mm512_maskz_cvtph_ps(all16, _mm256_maskz_loadu_epi16(k, p));
+}
+AVGPOOL_ALWAYS_INLINE void perm_store(float16* p, __mmask16 k, __m512 v) noexcept {
+    // Immediate rounding (not MXCSR's), as the scalar conversion.
+    _mm256_mask_storeu_epi16(p, k, _mm512_maskz_cvtps_ph(all16, v, _MM_FROUND_TO_NEAREST_INT));
+}
+#endif
+
+// M: the storage type (float, or a 16-bit type converted in registers).
+template <std::size_t R, class M = float>
+class perm_kernel {
+public:
+    perm_kernel(const plan_data<R>& p, pool_op op) : p_(p), average_(op == pool_op::average) {
+        const pool_geometry<R>& g = p.geometry;
+        W_ = g.input[R - 1];
+        Wo_ = g.output[R - 1];
+        xs_ = p.input_spatial_volume();
+        os_ = p.output_spatial_volume();
+        pack_ = W_ <= 16 && Wo_ <= 8;
+        lo_ = static_cast<__mmask16>(W_ >= 16 ? 0xffffu : (1u << W_) - 1u);
+        hi_ = static_cast<__mmask16>(W_ > 16 ? (1u << (W_ - 16)) - 1u : 0u);
+        one_ = static_cast<__mmask16>((1u << Wo_) - 1u);
+        two_ = pack_ ? static_cast<__mmask16>((1u << (2 * Wo_)) - 1u) : one_;
+
+        // Tap t of output o reads column first + t * d of its row (of the second row, 16 lanes
+        // on, in the packed lanes Wo .. 2 Wo - 1).
+        const window* w = p.axis(R - 1);
+        const index_t d = p.adaptive ? 1 : g.dilations[R - 1];
+        for (index_t o = 0; o < Wo_; ++o) taps_ = std::max(taps_, w[o].count);
+        idx_.assign(static_cast<std::size_t>(std::max<index_t>(taps_, 1) * 16), 0);
+        mask_.assign(static_cast<std::size_t>(std::max<index_t>(taps_, 1)), 0);
+        for (index_t t = 0; t < taps_; ++t) {
+            std::uint32_t m = 0;
+            for (index_t o = 0; o < Wo_; ++o) {
+                if (t >= w[o].count) continue;
+                const auto c = static_cast<std::int32_t>(w[o].first + t * d);
+                idx_[static_cast<std::size_t>(t * 16 + o)] = c;
+                m |= 1u << o;
+                if (pack_) {
+                    idx_[static_cast<std::size_t>(t * 16 + Wo_ + o)] = 16 + c;
+                    m |= 1u << (Wo_ + o);
+                }
+            }
+            mask_[static_cast<std::size_t>(t)] = static_cast<__mmask16>(m);
+        }
+
+        nr_ = 1;
+        for (std::size_t a = 0; a + 1 < R; ++a) nr_ *= g.output[a];
+        kv_ = static_cast<index_t>(p.perm_rows.size()) / nr_;
+    }
+
+    /// Planes item_begin .. item_end - 1 (item = n * C + c).
+    void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
+        dispatch(in, out, item_begin, item_end, 0, nr_);
+    }
+
+    /// Outer output rows r0 .. r1 - 1 of one plane.
+    void run_rows(const M* in, M* out, index_t plane, index_t r0, index_t r1) const {
+        dispatch(in, out, plane, plane + 1, r0, r1);
+    }
+
+private:
+    void dispatch(const M* in, M* out, index_t c0, index_t c1, index_t r0, index_t r1) const {
+        // The common windows fully unrolled (short loops of varying trip counts cost a
+        // mispredicted branch per row); the rest with the row count a loop bound.
+        if (taps_ == 2 && kv_ == 2) return rows<2, 2>(in, out, c0, c1, r0, r1);
+        if (taps_ == 3 && kv_ == 3) return rows<3, 3>(in, out, c0, c1, r0, r1);
+        if (taps_ == 3 && kv_ == 9) return rows<3, 9>(in, out, c0, c1, r0, r1);
+        switch (taps_) {  // the permutes unrolled, their tables in registers
+            case 0: return rows<0, 0>(in, out, c0, c1, r0, r1);
+            case 1: return rows<1, 0>(in, out, c0, c1, r0, r1);
+            case 2: return rows<2, 0>(in, out, c0, c1, r0, r1);
+            case 3: return rows<3, 0>(in, out, c0, c1, r0, r1);
+            case 4: return rows<4, 0>(in, out, c0, c1, r0, r1);
+            case 5: return rows<5, 0>(in, out, c0, c1, r0, r1);
+            case 6: return rows<6, 0>(in, out, c0, c1, r0, r1);
+            case 7: return rows<7, 0>(in, out, c0, c1, r0, r1);
+            default: return rows<8, 0>(in, out, c0, c1, r0, r1);
+        }
+    }
+
+    // K: horizontal taps; V: input rows per output row (0: kv_, at run time).
+    template <int K, int V>
+    void rows(const M* in, M* out, index_t c0, index_t c1, index_t r0, index_t r1) const {
+        // Everything in locals: the stores may alias any member as far as the compiler knows.
+        const float* const rdiv = average_ ? p_.template plane_reciprocals<float>() : nullptr;
+        const index_t* const off = p_.perm_rows.data();
+        const M* const zero = reinterpret_cast<const M*>(zero_);
+        const index_t Wo = Wo_, kv = V > 0 ? V : kv_, xs = xs_, os = os_;
+        const __mmask16 lo = lo_, hi = hi_, one = one_, two = two_;
+        const bool pack = pack_, wide = hi != 0;
+        __m512i idx[K > 0 ? K : 1];
+        __mmask16 m[K > 0 ? K : 1];
+        for (int t = 0; t < K; ++t) {
+            idx[t] = _mm512_loadu_si512(idx_.data() + 16 * t);
+            m[t] = mask_[static_cast<std::size_t>(t)];
+        }
+        // The sum of tap vectors: each lane's taps in order, like the other kernels' rows.
+        auto across = [&](__m512 a, __m512 b) {
+            if constexpr (K == 0) {
+                (void)a;
+                (void)b;
+                return _mm512_setzero_ps();
+            } else {
+                __m512 acc = _mm512_maskz_permutex2var_ps(m[0], a, idx[0], b);
+                for (int t = 1; t < K; ++t) acc = _mm512_add_ps(acc, _mm512_maskz_permutex2var_ps(m[t], a, idx[t], b));
+                return acc;
+            }
+        };
+        for (index_t c = c0; c < c1; ++c) {
+            const M* const x = in + c * xs;
+            M* const y = out + c * os;
+            auto finish = [&](__m512 v, index_t r, __mmask16 keep) {
+                if (rdiv != nullptr) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(keep, rdiv + r * Wo));
+                perm_store(y + r * Wo, keep, v);
+            };
+            // The vertical sum of output row r's input rows, columns [col, col + 16).
+            auto down = [&](index_t r, __mmask16 keep, index_t col) {
+                const index_t* o = off + r * kv;
+                auto row = [&](index_t i) { return perm_load(keep, (o[i] >= 0 ? x + o[i] : zero) + col); };
+                __m512 acc = row(0);
+                if constexpr (V > 0) {
+                    unrolled<V - 1>([&](auto i) { acc = _mm512_add_ps(acc, row(i + 1)); });
+                } else {
+                    for (index_t i = 1; i < kv; ++i) acc = _mm512_add_ps(acc, row(i));
+                }
+                return acc;
+            };
+            index_t r = r0;
+            if (pack) {
+                for (; r + 1 < r1; r += 2) finish(across(down(r, lo, 0), down(r + 1, lo, 0)), r, two);
+                if (r < r1) finish(across(down(r, lo, 0), _mm512_setzero_ps()), r, one);
+            } else if (!wide) {
+                for (; r < r1; ++r) finish(across(down(r, lo, 0), _mm512_setzero_ps()), r, one);
+            } else {
+                for (; r < r1; ++r) finish(across(down(r, lo, 0), down(r, hi, 16)), r, one);
+            }
+        }
+    }
+
+    const plan_data<R>& p_;
+    bool average_;
+    bool pack_ = false;
+    index_t W_ = 0, Wo_ = 0, xs_ = 0, os_ = 0, taps_ = 0, nr_ = 1, kv_ = 1;
+    __mmask16 lo_ = 0, hi_ = 0, one_ = 0, two_ = 0;
+    std::vector<std::int32_t> idx_;
+    std::vector<__mmask16> mask_;
+    alignas(64) unsigned char zero_[32 * sizeof(float)] = {};  // a zero row of up to 32 M
+};
+
+#endif  // AVGPOOL_PERM_KERNEL
+
+}  // namespace detail
+}  // namespace avgpool
+
+#endif  // AVGPOOL_DETAIL_KERNEL_PERM_HPP
