@@ -645,7 +645,7 @@ void perm_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std
     }
 }
 
-// Random geometries with rows up to 34 wide (some past the kernel's 32), every mode of
+// Random geometries with rows up to 34 or 100 wide, every mode of
 // random_attrs (pads, dilation, rounding, divisors, overrides, empty windows), adaptive plans,
 // 1 to 40 planes (few planes go through the split path), ranks 1-3.
 template <std::size_t R>
@@ -659,7 +659,9 @@ void perm_suite(int cases) {
         shape[0] = pick(1, 2);
         shape[1] = pick(1, 20);
         avgpool::dims<R> spatial{};
-        for (std::size_t ax = 0; ax < R; ++ax) spatial[ax] = shape[ax + 2] = pick(1, ax + 1 == R ? 34 : (R == 3 ? 9 : 20));
+        // Rows past 32 (a third of the draws): several chunks per output row.
+        const index_t last = pick(0, 2) == 0 ? 100 : 34;
+        for (std::size_t ax = 0; ax < R; ++ax) spatial[ax] = shape[ax + 2] = pick(1, ax + 1 == R ? last : (R == 3 ? 9 : 20));
         if (pick(0, 4) == 0) {
             avgpool::dims<R> out{};
             for (std::size_t ax = 0; ax < R; ++ax) out[ax] = pick(1, ax + 1 == R ? 17 : 12);
@@ -690,8 +692,9 @@ TEST(PermKernel, MatchesReference) {
 #endif
 }
 
-// The bench shapes it is for take it (ShuffleNet 14x14 and 28x28, DenseNet 2x2 on 14x14, a
-// 3-D 16^3), and those it is not for do not: 7x7 and 8x8 planes, rows over 32, outputs over 16.
+// The bench shapes it is for take it (ShuffleNet 14x14 to 56x56, DenseNet 2x2 on 14x14, a 3-D
+// 16^3, a 1-D row of 100), and those it is not for do not: 7x7 and 8x8 planes, rows of more
+// chunks than the limit, several chunks at stride 1 or of whole 2x2 blocks.
 TEST(PermKernel, ChosenWhereItPays) {
 #if AVGPOOL_PERM_KERNEL
     namespace dt = avgpool::detail;
@@ -705,16 +708,37 @@ TEST(PermKernel, ChosenWhereItPays) {
         ASSERT_TRUE(plan);
         perm_check<2>(*plan, gen, "shufflenet " + std::to_string(hw));
     }
-    for (index_t hw : {7, 8, 33}) {
+    for (index_t hw : {7, 8, 130}) {  // 130: 65 outputs a row, 5 chunks (the limit is 4)
         auto plan = avgpool::pooling<2>::create({1, 24, hw, hw}, a);
         ASSERT_TRUE(plan);
         EXPECT_FALSE((dt::perm_applicable<float, 2>(dt::plan_access::data(*plan)))) << hw;
     }
+    // Rows past 32 at stride 2 in chunks (ShuffleNet 56x56, 3 chunks of up to 16 outputs).
+    auto wide = avgpool::pooling<2>::create({1, 5, 56, 56}, a);
+    ASSERT_TRUE(wide);
+    perm_check<2>(*wide, gen, "shufflenet 56");
+    avgpool::pool_attrs<1> line;
+    line.kernel = {3};
+    line.strides = {2};
+    line.pads_end = {2};
+    auto row100 = avgpool::pooling<1>::create({1, 3, 100}, line);  // 51 outputs: 4 chunks
+    ASSERT_TRUE(row100);
+    perm_check<1>(*row100, gen, "1-D 100");
+    // Not at stride 1 past 16 outputs, nor for whole 2x2 blocks past 32 (other kernels win).
+    avgpool::pool_attrs<2> same;
+    same.kernel = {3, 3};
+    same.pads_begin = same.pads_end = {1, 1};
+    auto s1_20 = avgpool::pooling<2>::create({1, 24, 20, 20}, same);
+    ASSERT_TRUE(s1_20);
+    EXPECT_FALSE((dt::perm_applicable<float, 2>(dt::plan_access::data(*s1_20))));
     avgpool::pool_attrs<2> two;
     two.kernel = two.strides = {2, 2};
     auto densenet = avgpool::pooling<2>::create({1, 32, 14, 14}, two);
     ASSERT_TRUE(densenet);
     perm_check<2>(*densenet, gen, "densenet 14x14");
+    auto densenet56 = avgpool::pooling<2>::create({1, 4, 56, 56}, two);
+    ASSERT_TRUE(densenet56);
+    EXPECT_FALSE((dt::perm_applicable<float, 2>(dt::plan_access::data(*densenet56))));
     avgpool::pool_attrs<2> s1;
     s1.kernel = {3, 3};
     auto wide_out = avgpool::pooling<2>::create({1, 4, 5, 19}, s1);  // output rows of 17

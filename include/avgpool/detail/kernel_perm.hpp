@@ -24,20 +24,18 @@
 #include <vector>
 
 #include "convert.hpp"
+#include "kernel_pair.hpp"
 #include "plan.hpp"
 #include "reference.hpp"
 #include "simd.hpp"
 
-#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+// AVX-512 with BW and VL (masked 16-bit loads and stores) and the 16-bit vector conversions:
+// float and 16-bit storage take the kernel together, so a 16-bit result stays the float
+// result rounded once.
+#if AVGPOOL_HAS_XSIMD && AVGPOOL_FLOAT16_AVX2 && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
 #define AVGPOOL_PERM_KERNEL 1
 #else
 #define AVGPOOL_PERM_KERNEL 0
-#endif
-// 16-bit storage: masked 16-bit loads and stores (AVX-512BW with VL).
-#if AVGPOOL_PERM_KERNEL && AVGPOOL_FLOAT16_AVX2 && defined(__AVX512BW__) && defined(__AVX512VL__)
-#define AVGPOOL_PERM_HALF 1
-#else
-#define AVGPOOL_PERM_HALF 0
 #endif
 
 namespace avgpool {
@@ -49,6 +47,34 @@ constexpr index_t perm_max_taps = 8;
 constexpr index_t perm_max_rows = 64;
 // Outer output rows per plane (every axis but the last): bounds the row tables.
 constexpr index_t perm_max_outer = index_t(1) << 16;
+// Chunks of an output row (each up to 16 outputs reading up to 32 columns).
+constexpr index_t perm_max_chunks = 4;
+
+/// Cuts the last axis's outputs into chunks of at most 16 consecutive outputs whose taps all
+/// fall within 32 columns of the chunk's base column (0 for the first chunk, else the first
+/// column any of its windows reads): calls f(first output, outputs, base) per chunk and returns
+/// the number of chunks, or 0 if some window alone spans more than 32 columns.
+template <std::size_t R, class F>
+index_t perm_chunks(const plan_data<R>& p, F&& f) {
+    const window* w = p.axis(R - 1);
+    const index_t Wo = p.geometry.output[R - 1], d = p.adaptive ? 1 : p.geometry.dilations[R - 1];
+    index_t chunks = 0;
+    for (index_t o0 = 0, o = 0; o0 < Wo; o0 = o) {
+        index_t lo = o0 == 0 ? 0 : -1, hi = -1;  // columns read so far (lo < 0: none yet)
+        for (o = o0; o < Wo && o - o0 < 16; ++o) {
+            if (w[o].count == 0) continue;
+            const index_t first = w[o].first, last = first + (w[o].count - 1) * d;
+            const index_t nlo = lo < 0 ? first : std::min(lo, first), nhi = std::max(hi, last);
+            if (nhi - nlo >= 32) break;
+            lo = nlo;
+            hi = nhi;
+        }
+        if (o == o0) return 0;
+        f(o0, o - o0, lo < 0 ? index_t(0) : lo);
+        ++chunks;
+    }
+    return chunks;
+}
 
 /// Whether the geometry suits the permute kernel (float storage only; AVX-512 builds only).
 template <std::size_t R>
@@ -56,13 +82,18 @@ bool perm_geometry(const plan_data<R>& p) noexcept {
     if (!AVGPOOL_PERM_KERNEL || R > 3 || p.memory_layout != layout::channels_first || p.global) return false;
     const pool_geometry<R>& g = p.geometry;
     const index_t W = g.input[R - 1], Wo = g.output[R - 1];
-    if (W > 32 || Wo > 16) return false;
     // 2-D planes 8 wide or less: the tile kernel (7x7: 6.5 against 7.6 us for 576 planes) and
     // the same-grid kernel's two-rows-per-vector path (8x8 stride 1) are faster there.
     if (R == 2 && W <= 8) return false;
     const window* w = p.axis(R - 1);
     for (index_t o = 0; o < Wo; ++o)
         if (w[o].count > perm_max_taps) return false;
+    const index_t chunks = perm_chunks<R>(p, [](index_t, index_t, index_t) {});
+    if (chunks < 1 || chunks > perm_max_chunks) return false;
+    // Rows of several chunks pay at stride 2 and more (3x3 on 56x56: 11.6 against 14.2 us for
+    // 24 planes), not at stride 1 (the same-grid and block kernels: 3x3 on 20x20, 8.6 against
+    // 16 us) nor for whole 2x2 blocks (the 2x2 kernel: 35 against 48 us on 56x56).
+    if (chunks > 1 && (p.adaptive || g.strides[R - 1] < 2 || pair_geometry<R>(p))) return false;
     index_t rows = 1, outer = 1;
     for (std::size_t a = 0; a + 1 < R; ++a) {
         index_t most = 0;
@@ -123,7 +154,7 @@ std::vector<index_t> perm_rows(const plan_data<R>& p) {
 template <class T, class M>
 constexpr bool perm_types() noexcept {
     return AVGPOOL_PERM_KERNEL && std::is_same<T, float>::value &&
-           (std::is_same<M, float>::value || (AVGPOOL_PERM_HALF && is_half<M>::value));
+           (std::is_same<M, float>::value || is_half<M>::value);
 }
 
 template <class T, std::size_t R, class M = T>
@@ -136,7 +167,6 @@ bool perm_applicable(const plan_data<R>& p) noexcept {
 // 16 lanes of M under a mask (lanes outside it are not touched), as float.
 AVGPOOL_ALWAYS_INLINE __m512 perm_load(__mmask16 k, const float* p) noexcept { return _mm512_maskz_loadu_ps(k, p); }
 AVGPOOL_ALWAYS_INLINE void perm_store(float* p, __mmask16 k, __m512 v) noexcept { _mm512_mask_storeu_ps(p, k, v); }
-#if AVGPOOL_PERM_HALF
 AVGPOOL_ALWAYS_INLINE __m512 perm_load(__mmask16 k, const bfloat16* p) noexcept {
     // maskz with every lane: the plain forms trip GCC 12's -Wmaybe-uninitialized in its header.
     const __m512i w = _mm512_maskz_cvtepu16_epi32(all16, _mm256_maskz_loadu_epi16(k, p));
@@ -152,7 +182,6 @@ AVGPOOL_ALWAYS_INLINE void perm_store(float16* p, __mmask16 k, __m512 v) noexcep
     // Immediate rounding (not MXCSR's), as the scalar conversion.
     _mm256_mask_storeu_epi16(p, k, _mm512_maskz_cvtps_ph(all16, v, _MM_FROUND_TO_NEAREST_INT));
 }
-#endif
 
 // M: the storage type (float, or a 16-bit type converted in registers).
 template <std::size_t R, class M = float>
@@ -164,32 +193,40 @@ public:
         Wo_ = g.output[R - 1];
         xs_ = p.input_spatial_volume();
         os_ = p.output_spatial_volume();
-        pack_ = W_ <= 16 && Wo_ <= 8;
-        lo_ = static_cast<__mmask16>(W_ >= 16 ? 0xffffu : (1u << W_) - 1u);
-        hi_ = static_cast<__mmask16>(W_ > 16 ? (1u << (W_ - 16)) - 1u : 0u);
-        one_ = static_cast<__mmask16>((1u << Wo_) - 1u);
-        two_ = pack_ ? static_cast<__mmask16>((1u << (2 * Wo_)) - 1u) : one_;
-
-        // Tap t of output o reads column first + t * d of its row (of the second row, 16 lanes
-        // on, in the packed lanes Wo .. 2 Wo - 1).
         const window* w = p.axis(R - 1);
         const index_t d = p.adaptive ? 1 : g.dilations[R - 1];
+        perm_chunks<R>(p, [this](index_t o0, index_t n, index_t base) {
+            auto bits = [](index_t k) { return static_cast<__mmask16>(k >= 16 ? 0xffffu : k <= 0 ? 0u : (1u << k) - 1u); };
+            chunks_.push_back(chunk{o0, n, base, bits(W_ - base), bits(W_ - base - 16), bits(n)});
+        });
+        nch_ = static_cast<index_t>(chunks_.size());
+        pack_ = nch_ == 1 && W_ <= 16 && Wo_ <= 8;
+        two_ = pack_ ? static_cast<__mmask16>((1u << (2 * Wo_)) - 1u) : chunks_[0].keep;
+
+        // Tap t of output o reads column first + t * d of its row, relative to its chunk's base
+        // (of the second row, 16 lanes on, in the packed lanes Wo .. 2 Wo - 1).
         for (index_t o = 0; o < Wo_; ++o) taps_ = std::max(taps_, w[o].count);
-        idx_.assign(static_cast<std::size_t>(std::max<index_t>(taps_, 1) * 16), 0);
-        mask_.assign(static_cast<std::size_t>(std::max<index_t>(taps_, 1)), 0);
-        for (index_t t = 0; t < taps_; ++t) {
-            std::uint32_t m = 0;
-            for (index_t o = 0; o < Wo_; ++o) {
-                if (t >= w[o].count) continue;
-                const auto c = static_cast<std::int32_t>(w[o].first + t * d);
-                idx_[static_cast<std::size_t>(t * 16 + o)] = c;
-                m |= 1u << o;
-                if (pack_) {
-                    idx_[static_cast<std::size_t>(t * 16 + Wo_ + o)] = 16 + c;
-                    m |= 1u << (Wo_ + o);
+        const index_t K = std::max<index_t>(taps_, 1);
+        idx_.assign(static_cast<std::size_t>(nch_ * K * 16), 0);
+        mask_.assign(static_cast<std::size_t>(nch_ * K), 0);
+        for (index_t ch = 0; ch < nch_; ++ch) {
+            const chunk& c = chunks_[static_cast<std::size_t>(ch)];
+            for (index_t t = 0; t < taps_; ++t) {
+                std::uint32_t m = 0;
+                std::int32_t* idx = idx_.data() + (ch * K + t) * 16;
+                for (index_t i = 0; i < c.n; ++i) {
+                    const window& wi = w[c.o0 + i];
+                    if (t >= wi.count) continue;
+                    const auto col = static_cast<std::int32_t>(wi.first + t * d - c.base);
+                    idx[i] = col;
+                    m |= 1u << i;
+                    if (pack_) {
+                        idx[Wo_ + i] = 16 + col;
+                        m |= 1u << (Wo_ + i);
+                    }
                 }
+                mask_[static_cast<std::size_t>(ch * K + t)] = static_cast<__mmask16>(m);
             }
-            mask_[static_cast<std::size_t>(t)] = static_cast<__mmask16>(m);
         }
 
         nr_ = 1;
@@ -234,38 +271,42 @@ private:
         const float* const rdiv = average_ ? p_.template plane_reciprocals<float>() : nullptr;
         const index_t* const off = p_.perm_rows.data();
         const M* const zero = reinterpret_cast<const M*>(zero_);
-        const index_t Wo = Wo_, kv = V > 0 ? V : kv_, xs = xs_, os = os_;
-        const __mmask16 lo = lo_, hi = hi_, one = one_, two = two_;
+        const index_t Wo = Wo_, kv = V > 0 ? V : kv_, xs = xs_, os = os_, nch = nch_;
+        const chunk* const chunks = chunks_.data();
+        const std::int32_t* const idx_all = idx_.data();
+        const __mmask16* const mask_all = mask_.data();
+        const __mmask16 lo = chunks[0].lo, hi = chunks[0].hi, one = chunks[0].keep, two = two_;
         const bool pack = pack_, wide = hi != 0;
+        // The first chunk's tables in registers (the only chunk of rows up to 32).
         __m512i idx[K > 0 ? K : 1];
         __mmask16 m[K > 0 ? K : 1];
         for (int t = 0; t < K; ++t) {
-            idx[t] = _mm512_loadu_si512(idx_.data() + 16 * t);
-            m[t] = mask_[static_cast<std::size_t>(t)];
+            idx[t] = _mm512_loadu_si512(idx_all + 16 * t);
+            m[t] = mask_all[t];
         }
         // The sum of tap vectors: each lane's taps in order, like the other kernels' rows.
-        auto across = [&](__m512 a, __m512 b) {
+        auto across = [&](__m512 a, __m512 b, const __m512i* ix, const __mmask16* mk) {
             if constexpr (K == 0) {
-                (void)a;
-                (void)b;
+                (void)a, (void)b, (void)ix, (void)mk;
                 return _mm512_setzero_ps();
             } else {
-                __m512 acc = _mm512_maskz_permutex2var_ps(m[0], a, idx[0], b);
-                for (int t = 1; t < K; ++t) acc = _mm512_add_ps(acc, _mm512_maskz_permutex2var_ps(m[t], a, idx[t], b));
+                __m512 acc = _mm512_maskz_permutex2var_ps(mk[0], a, ix[0], b);
+                for (int t = 1; t < K; ++t) acc = _mm512_add_ps(acc, _mm512_maskz_permutex2var_ps(mk[t], a, ix[t], b));
                 return acc;
             }
         };
         for (index_t c = c0; c < c1; ++c) {
             const M* const x = in + c * xs;
             M* const y = out + c * os;
-            auto finish = [&](__m512 v, index_t r, __mmask16 keep) {
-                if (rdiv != nullptr) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(keep, rdiv + r * Wo));
-                perm_store(y + r * Wo, keep, v);
+            // Outputs o0 .. of row r under keep.
+            auto finish = [&](__m512 v, index_t r, index_t o0, __mmask16 keep) {
+                if (rdiv != nullptr) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(keep, rdiv + r * Wo + o0));
+                perm_store(y + r * Wo + o0, keep, v);
             };
-            // The vertical sum of output row r's input rows, columns [col, col + 16).
+            // The vertical sum of output row r's input rows, columns [col, col + 16) under keep.
             auto down = [&](index_t r, __mmask16 keep, index_t col) {
                 const index_t* o = off + r * kv;
-                auto row = [&](index_t i) { return perm_load(keep, (o[i] >= 0 ? x + o[i] : zero) + col); };
+                auto row = [&](index_t i) { return perm_load(keep, o[i] >= 0 ? x + o[i] + col : zero); };
                 __m512 acc = row(0);
                 if constexpr (V > 0) {
                     unrolled<V - 1>([&](auto i) { acc = _mm512_add_ps(acc, row(i + 1)); });
@@ -274,14 +315,26 @@ private:
                 }
                 return acc;
             };
+            const __m512 z = _mm512_setzero_ps();
             index_t r = r0;
             if (pack) {
-                for (; r + 1 < r1; r += 2) finish(across(down(r, lo, 0), down(r + 1, lo, 0)), r, two);
-                if (r < r1) finish(across(down(r, lo, 0), _mm512_setzero_ps()), r, one);
-            } else if (!wide) {
-                for (; r < r1; ++r) finish(across(down(r, lo, 0), _mm512_setzero_ps()), r, one);
+                for (; r + 1 < r1; r += 2) finish(across(down(r, lo, 0), down(r + 1, lo, 0), idx, m), r, 0, two);
+                if (r < r1) finish(across(down(r, lo, 0), z, idx, m), r, 0, one);
+            } else if (nch == 1 && !wide) {
+                for (; r < r1; ++r) finish(across(down(r, lo, 0), z, idx, m), r, 0, one);
+            } else if (nch == 1) {
+                for (; r < r1; ++r) finish(across(down(r, lo, 0), down(r, hi, 16), idx, m), r, 0, one);
             } else {
-                for (; r < r1; ++r) finish(across(down(r, lo, 0), down(r, hi, 16)), r, one);
+                // Longer rows: chunk by chunk, each with its own tables (from L1).
+                for (; r < r1; ++r) {
+                    for (index_t ch = 0; ch < nch; ++ch) {
+                        const chunk& k = chunks[ch];
+                        __m512i ix[K > 0 ? K : 1];
+                        for (int t = 0; t < K; ++t) ix[t] = _mm512_loadu_si512(idx_all + (ch * K + t) * 16);
+                        const __m512 a = down(r, k.lo, k.base), b = k.hi != 0 ? down(r, k.hi, k.base + 16) : z;
+                        finish(across(a, b, ix, mask_all + ch * K), r, k.o0, k.keep);
+                    }
+                }
             }
         }
     }
@@ -290,10 +343,18 @@ private:
     bool average_;
     bool pack_ = false;
     index_t W_ = 0, Wo_ = 0, xs_ = 0, os_ = 0, taps_ = 0, nr_ = 1, kv_ = 1;
-    __mmask16 lo_ = 0, hi_ = 0, one_ = 0, two_ = 0;
+    // Outputs o0 .. o0 + n - 1 of a row, reading columns from base: loads under lo and hi
+    // (columns base .. + 15 and base + 16 .. + 31 inside the row), stores under keep.
+    struct chunk {
+        index_t o0, n, base;
+        __mmask16 lo, hi, keep;
+    };
+    std::vector<chunk> chunks_;
+    index_t nch_ = 1;
+    __mmask16 two_ = 0;
     std::vector<std::int32_t> idx_;
     std::vector<__mmask16> mask_;
-    alignas(64) unsigned char zero_[32 * sizeof(float)] = {};  // a zero row of up to 32 M
+    alignas(64) unsigned char zero_[16 * sizeof(float)] = {};  // a zero vector of 16 M
 };
 
 #endif  // AVGPOOL_PERM_KERNEL
