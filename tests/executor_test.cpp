@@ -478,10 +478,38 @@ void channels_last_suite() {
 TEST(ExecutorPooling, ChannelsLastBitIdenticalFloat) { channels_last_suite<float>(); }
 TEST(ExecutorPooling, ChannelsLastBitIdenticalDouble) { channels_last_suite<double>(); }
 
+// The permute kernel (AVX-512 builds, float) over whole planes, where the split takes it:
+// returns whether it ran.
+template <class T, std::size_t R>
+bool permute_forward(const avgpool::detail::plan_data<R>& d, avgpool::detail::pool_op op, const T* in, T* out, index_t planes) {
+#if AVGPOOL_PERM_KERNEL
+    if constexpr (std::is_same<T, float>::value) {
+        if (!avgpool::detail::perm_applicable<T, R>(d)) return false;
+        avgpool::detail::perm_kernel<R>(d, op).run(in, out, 0, planes);
+        return true;
+    }
+#endif
+    (void)d, (void)op, (void)in, (void)out, (void)planes;
+    return false;
+}
+template <class T, std::size_t R>
+bool permute_backward(const avgpool::detail::plan_data<R>& d, const T* grad, T* grad_in, index_t planes) {
+#if AVGPOOL_PERM_KERNEL
+    if constexpr (std::is_same<T, float>::value) {
+        if (!avgpool::detail::perm_backward_applicable<T, R>(d)) return false;
+        avgpool::detail::perm_backward<R>(d).run(grad, grad_in, 0, planes);
+        return true;
+    }
+#endif
+    (void)d, (void)grad, (void)grad_in, (void)planes;
+    return false;
+}
+
 // The row split computes each output with the same code as the whole-plane kernels: forward()
-// of a few-plane plan equals the block kernel (flat_kernel::run) where the split takes it (rows
-// up to 128 wide), else the row kernel (cf_kernel::run) or the reference, run directly over
-// whole planes, bit for bit.
+// of a few-plane plan equals the permute kernel where the split takes it (AVX-512, rows up to
+// 32 or in chunks at stride 2), else the block kernel (flat_kernel::run) where the split takes
+// it (rows up to 128 wide), else the row kernel (cf_kernel::run) or the reference, run directly
+// over whole planes, bit for bit.
 template <class T, std::size_t R>
 void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>>& plan, const std::string& what) {
     SCOPED_TRACE(what);
@@ -495,7 +523,8 @@ void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>
         const bool avg = op == avgpool::detail::pool_op::average;
         std::vector<T> split(n, T(3)), whole(n, T(4));
         ASSERT_TRUE(avg ? plan->forward(in.data(), split.data(), pool) : plan->sum(in.data(), split.data(), pool));
-        if (avgpool::detail::flat_split_applicable<T, R>(d))
+        if (permute_forward<T, R>(d, op, in.data(), whole.data(), planes)) {
+        } else if (avgpool::detail::flat_split_applicable<T, R>(d))
             avgpool::detail::flat_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
         else if (avgpool::detail::cf_applicable<T, R>(d))
             avgpool::detail::cf_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
@@ -509,7 +538,8 @@ void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>
         const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
         std::vector<T> split(n_in, T(3)), whole(n_in, T(4));
         ASSERT_TRUE(plan->backward(grad.data(), split.data(), pool));
-        avgpool::detail::backward_cf<T, R>(d).run(grad.data(), whole.data(), 0, planes);
+        if (!permute_backward<T, R>(d, grad.data(), whole.data(), planes))
+            avgpool::detail::backward_cf<T, R>(d).run(grad.data(), whole.data(), 0, planes);
         EXPECT_TRUE(same_bytes(split, whole)) << "backward";
     }
 }

@@ -590,11 +590,13 @@ TEST(TileKernel, MatchesReferenceForwardAndBackward) {
 }
 
 #if AVGPOOL_PERM_KERNEL
+int perm_backward_cases = 0;  // plans perm_check ran backward on
+
 // The permute kernel (rows of at most 32, output rows of at most 16; AVX-512) on one plan:
-// forward average and sum against the reference within the accuracy bound; the same bits
-// when planes are split into blocks of rows at a random cut (odd cuts break the packed row
-// pairs differently), and through forward() / sum() of the public API (so the dispatch
-// really takes it), also with a thread pool.
+// forward average and sum, and backward where it applies, against the reference within the
+// accuracy bound; the same bits when planes are split into blocks of rows at a random cut (odd
+// cuts break the packed row pairs differently), and through forward() / sum() / backward() of
+// the public API (so the dispatch really takes it), also with a thread pool.
 template <std::size_t R>
 void perm_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std::string& trace) {
     SCOPED_TRACE(trace);
@@ -643,6 +645,37 @@ void perm_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std
         ASSERT_EQ(0, std::memcmp(whole.data(), api.data(), on * sizeof(float))) << what << ": public API";
         ASSERT_EQ(0, std::memcmp(whole.data(), threaded.data(), on * sizeof(float))) << what << ": thread pool";
     }
+    // Backward, where it applies (rows up to 32, outputs up to 16): the same checks over input rows.
+    if (!dt::perm_backward_applicable<float, R>(d)) return;
+    index_t in_rows = 1;
+    for (std::size_t ax = 0; ax + 1 < R; ++ax) in_rows *= d.geometry.input[ax];
+    std::vector<float> g(on), absg(on);
+    for (std::size_t i = 0; i < on; ++i) {
+        g[i] = static_cast<float>(dist(gen));
+        absg[i] = std::fabs(g[i]);
+    }
+    std::vector<float> whole(xn, 1e30f), parts(xn, 1e30f), api(xn, 7.0f), threaded(xn, 9.0f), ref(xn), ref_abs(xn);
+    const dt::perm_backward<R> k(d);
+    k.run(g.data(), whole.data(), 0, items);
+    for (index_t item = 0; item < items; ++item) {
+        const index_t cut = std::uniform_int_distribution<index_t>(0, in_rows)(gen);
+        k.run_rows(g.data(), parts.data(), item, cut, in_rows);
+        k.run_rows(g.data(), parts.data(), item, 0, cut);
+    }
+    dt::reference_backward<float, R>(d, g.data(), ref.data(), 0, items);
+    dt::reference_backward<float, R>(d, absg.data(), ref_abs.data(), 0, items);
+    for (std::size_t i = 0; i < xn; ++i) {
+        const double bound = 4 * ksum * unit_roundoff<float>() * static_cast<double>(ref_abs[i]) * (1 + 1e-6) +
+                             std::numeric_limits<float>::denorm_min();
+        ASSERT_LE(std::fabs(static_cast<double>(whole[i]) - static_cast<double>(ref[i])), bound)
+            << "backward input " << i << ": permute " << whole[i] << " reference " << ref[i];
+    }
+    ASSERT_EQ(0, std::memcmp(whole.data(), parts.data(), xn * sizeof(float))) << "backward: run_rows split";
+    ASSERT_TRUE(plan.backward(g.data(), api.data()).ok());
+    ASSERT_TRUE(plan.backward(g.data(), threaded.data(), pool).ok());
+    ASSERT_EQ(0, std::memcmp(whole.data(), api.data(), xn * sizeof(float))) << "backward: public API";
+    ASSERT_EQ(0, std::memcmp(whole.data(), threaded.data(), xn * sizeof(float))) << "backward: thread pool";
+    ++perm_backward_cases;
 }
 
 // Random geometries with rows up to 34 or 100 wide, every mode of
@@ -684,9 +717,11 @@ void perm_suite(int cases) {
 
 TEST(PermKernel, MatchesReference) {
 #if AVGPOOL_PERM_KERNEL
+    perm_backward_cases = 0;
     perm_suite<1>(300);
     perm_suite<2>(400);
     perm_suite<3>(300);
+    EXPECT_GT(perm_backward_cases, 100) << "too few plans took the permute kernel backward";
 #else
     GTEST_SKIP() << "the permute kernel needs AVX-512 (build with -march=native on such a CPU)";
 #endif
@@ -781,6 +816,15 @@ void same_bits_as_tile(const avgpool::pooling<2>& plan, bool forward) {
         k.run(in.data(), direct.data(), 0, items);
     } else {
         ASSERT_TRUE(plan.backward(in.data(), api.data()).ok());
+#if AVGPOOL_PERM_KERNEL
+        if constexpr (std::is_same<T, float>::value) {
+            if (avgpool::detail::perm_backward_applicable<T, 2>(d)) {
+                avgpool::detail::perm_backward<2>(d).run(in.data(), direct.data(), 0, items);
+                EXPECT_EQ(0, std::memcmp(api.data(), direct.data(), n * sizeof(T))) << "backward (permute kernel)";
+                return;
+            }
+        }
+#endif
         k.run_backward(in.data(), direct.data(), 0, items);
     }
     EXPECT_EQ(0, std::memcmp(api.data(), direct.data(), n * sizeof(T))) << (forward ? "forward" : "backward");

@@ -219,6 +219,19 @@ public:
             index_t outer_rows = 1;
             for (std::size_t a = 0; a + 1 < R; ++a) outer_rows *= d_.input_shape[a + 2];
             const detail::plane_blocks rows(items, outer_rows, input_size());
+#if AVGPOOL_PERM_KERNEL
+            if constexpr (std::is_same<T, float>::value) {
+                if (rows.split() && detail::perm_backward_applicable<T, R>(d_)) {
+                    const detail::perm_backward<R> kernel(d_);
+                    exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
+                        rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
+                            kernel.run_rows(grad_out, grad_in, plane, r0, r1);
+                        });
+                    });
+                    return status{};
+                }
+            }
+#endif
             if (rows.split() && !d_.global && detail::backward_cf_applicable<T, R>(d_)) {
                 const detail::backward_cf<T, R> kernel(d_);
                 exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
@@ -451,7 +464,10 @@ private:
         if (detail::same_geometry<R>(d_)) build_same_masks();
         if (detail::same_geometry<R>(d_) || detail::tile_geometry<R>(d_, true) || detail::perm_geometry<R>(d_))
             build_plane_reciprocals();
-        if (detail::perm_geometry<R>(d_)) d_.perm_rows = detail::perm_rows<R>(d_);
+        if (detail::perm_geometry<R>(d_)) {
+            d_.perm_rows = detail::perm_rows<R>(d_);
+            if (g.input[R - 1] <= 32 && g.output[R - 1] <= 16) d_.perm_brows = detail::perm_backward_rows<R>(d_);
+        }
         if (detail::tile_geometry<R>(d_, true)) build_tile_cover();  // backward's, the wider
         if (detail::flat_geometry<R>(d_) || detail::same_geometry<R>(d_)) {
             // The whole divisor of each output: the override, or the product of the per-axis
@@ -515,6 +531,15 @@ private:
     // As with_plane_kernel for backward: fn gets a callable (grad_out, grad_in, begin, end).
     template <class U, class Fn>
     bool with_backward_kernel(Fn&& fn) const {
+#if AVGPOOL_PERM_KERNEL
+        if constexpr (std::is_same<U, float>::value) {
+            if (detail::perm_backward_applicable<U, R>(d_)) {
+                const detail::perm_backward<R> k(d_);
+                fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run(g, gi, b, e); });
+                return true;
+            }
+        }
+#endif
         if (detail::pair_applicable<U, R>(d_)) {
             const detail::pair_kernel<U, R> k(d_, detail::pool_op::average);
             fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run_backward(g, gi, b, e); });

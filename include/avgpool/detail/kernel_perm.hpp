@@ -162,6 +162,66 @@ bool perm_applicable(const plan_data<R>& p) noexcept {
     return perm_types<T, M>() && !p.plane_rdiv_f.empty() && !p.perm_rows.empty() && perm_geometry<R>(p);
 }
 
+/// The backward kernel's table, the transpose of perm_rows: for each outer input row, the
+/// outer output rows whose windows sum it, ascending, kc per row (padded with -1); empty if
+/// some input row is summed by more than perm_max_rows output rows.
+template <std::size_t R>
+std::vector<index_t> perm_backward_rows(const plan_data<R>& p) {
+    const pool_geometry<R>& g = p.geometry;
+    const index_t W = g.input[R - 1];
+    index_t nr = 1, ni = 1;
+    for (std::size_t a = 0; a + 1 < R; ++a) {
+        nr *= g.output[a];
+        ni *= g.input[a];
+    }
+    const std::size_t kv = p.perm_rows.size() / static_cast<std::size_t>(nr);
+    std::vector<std::vector<index_t>> lists(static_cast<std::size_t>(ni));
+    for (index_t r = 0; r < nr; ++r)
+        for (std::size_t i = 0; i < kv; ++i) {
+            const index_t off = p.perm_rows[static_cast<std::size_t>(r) * kv + i];
+            if (off >= 0) lists[static_cast<std::size_t>(off / W)].push_back(r);
+        }
+    std::size_t kc = 1;
+    for (const auto& l : lists) kc = std::max(kc, l.size());
+    std::vector<index_t> rows;
+    if (kc > static_cast<std::size_t>(perm_max_rows)) return rows;
+    rows.reserve(lists.size() * kc);
+    for (auto& l : lists) {
+        l.resize(kc, -1);
+        rows.insert(rows.end(), l.begin(), l.end());
+    }
+    return rows;
+}
+
+/// Backward's horizontal transpose: the number of outputs whose windows tap column c, at most
+/// (the permutes per input row), or past perm_max_taps.
+template <std::size_t R>
+index_t perm_backward_taps(const plan_data<R>& p) noexcept {
+    const window* w = p.axis(R - 1);
+    const index_t W = p.geometry.input[R - 1], Wo = p.geometry.output[R - 1];
+    const index_t d = p.adaptive ? 1 : p.geometry.dilations[R - 1];
+    index_t most = 0;
+    for (index_t c = 0; c < W; ++c) {
+        index_t n = 0;
+        for (index_t o = 0; o < Wo; ++o) {
+            const index_t off = c - w[o].first;
+            n += (w[o].count > 0 && off >= 0 && off % d == 0 && off / d < w[o].count) ? 1 : 0;
+        }
+        most = std::max(most, n);
+    }
+    return most;
+}
+
+/// Whether backward runs through the permute kernel (float, a single chunk: rows up to 32 and
+/// outputs up to 16). 16-bit storage is staged through float planes.
+template <class T, std::size_t R>
+bool perm_backward_applicable(const plan_data<R>& p) noexcept {
+    if (!perm_applicable<T, R>(p) || p.perm_brows.empty()) return false;
+    if (p.geometry.input[R - 1] > 32 || p.geometry.output[R - 1] > 16) return false;
+    const index_t taps = perm_backward_taps<R>(p);
+    return taps >= 1 && taps <= perm_max_taps;
+}
+
 #if AVGPOOL_PERM_KERNEL
 
 // 16 lanes of M under a mask (lanes outside it are not touched), as float.
@@ -355,6 +415,122 @@ private:
     std::vector<std::int32_t> idx_;
     std::vector<__mmask16> mask_;
     alignas(64) unsigned char zero_[16 * sizeof(float)] = {};  // a zero vector of 16 M
+};
+
+/// Backward through permutes, float: for each input row, the sum over the output rows whose
+/// windows sum it of their gradients times 1 / divisor (Wo lanes), then one one-source permute
+/// per horizontal cover slot spreads those sums over the row's columns: column c, slot j, takes
+/// the j-th output whose window taps c. Each input row is written once, in full.
+template <std::size_t R>
+class perm_backward {
+public:
+    explicit perm_backward(const plan_data<R>& p) : p_(p) {
+        const pool_geometry<R>& g = p.geometry;
+        W_ = g.input[R - 1];
+        Wo_ = g.output[R - 1];
+        xs_ = p.input_spatial_volume();
+        os_ = p.output_spatial_volume();
+        ni_ = 1;
+        for (std::size_t a = 0; a + 1 < R; ++a) ni_ *= g.input[a];
+        kc_ = static_cast<index_t>(p.perm_brows.size()) / ni_;
+        taps_ = perm_backward_taps<R>(p);
+        const window* w = p.axis(R - 1);
+        const index_t d = p.adaptive ? 1 : g.dilations[R - 1];
+        idx_.assign(static_cast<std::size_t>(2 * taps_ * 16), 0);
+        mask_.assign(static_cast<std::size_t>(2 * taps_), 0);
+        for (index_t c = 0; c < W_; ++c) {
+            index_t j = 0;
+            for (index_t o = 0; o < Wo_; ++o) {
+                const index_t off = c - w[o].first;
+                if (w[o].count == 0 || off < 0 || off % d != 0 || off / d >= w[o].count) continue;
+                const index_t half = c / 16, lane = c % 16;
+                idx_[static_cast<std::size_t>((half * taps_ + j) * 16 + lane)] = static_cast<std::int32_t>(o);
+                mask_[static_cast<std::size_t>(half * taps_ + j)] |= static_cast<__mmask16>(1u << lane);
+                ++j;
+            }
+        }
+        keep_ = static_cast<__mmask16>((1u << Wo_) - 1u);
+        lo_ = static_cast<__mmask16>(W_ >= 16 ? 0xffffu : (1u << W_) - 1u);
+        hi_ = static_cast<__mmask16>(W_ > 16 ? (1u << (W_ - 16)) - 1u : 0u);
+    }
+
+    /// grad_in planes item_begin .. item_end - 1 from grad_out.
+    void run(const float* grad_out, float* grad_in, index_t item_begin, index_t item_end) const {
+        dispatch(grad_out, grad_in, item_begin, item_end, 0, ni_);
+    }
+
+    /// Outer input rows y0 .. y1 - 1 of one plane.
+    void run_rows(const float* grad_out, float* grad_in, index_t plane, index_t y0, index_t y1) const {
+        dispatch(grad_out, grad_in, plane, plane + 1, y0, y1);
+    }
+
+private:
+    void dispatch(const float* g, float* gi, index_t c0, index_t c1, index_t y0, index_t y1) const {
+        if (taps_ == 1 && kc_ == 1) return rows<1, 1>(g, gi, c0, c1, y0, y1);
+        if (taps_ == 2 && kc_ == 2) return rows<2, 2>(g, gi, c0, c1, y0, y1);
+        if (taps_ == 3 && kc_ == 3) return rows<3, 3>(g, gi, c0, c1, y0, y1);
+        if (taps_ == 2 && kc_ == 4) return rows<2, 4>(g, gi, c0, c1, y0, y1);
+        switch (taps_) {
+            case 1: return rows<1, 0>(g, gi, c0, c1, y0, y1);
+            case 2: return rows<2, 0>(g, gi, c0, c1, y0, y1);
+            case 3: return rows<3, 0>(g, gi, c0, c1, y0, y1);
+            case 4: return rows<4, 0>(g, gi, c0, c1, y0, y1);
+            case 5: return rows<5, 0>(g, gi, c0, c1, y0, y1);
+            case 6: return rows<6, 0>(g, gi, c0, c1, y0, y1);
+            case 7: return rows<7, 0>(g, gi, c0, c1, y0, y1);
+            default: return rows<8, 0>(g, gi, c0, c1, y0, y1);
+        }
+    }
+
+    // K: cover slots per column; V: output rows per input row (0: kc_, at run time).
+    template <int K, int V>
+    void rows(const float* grad_out, float* grad_in, index_t c0, index_t c1, index_t y0, index_t y1) const {
+        const float* const rdiv = p_.template plane_reciprocals<float>();
+        const index_t* const list = p_.perm_brows.data();
+        const float* const zero = zero_;
+        const index_t W = W_, Wo = Wo_, kc = V > 0 ? V : kc_, xs = xs_, os = os_;
+        const __mmask16 keep = keep_, lo = lo_, hi = hi_;
+        __m512i idx[2][K];
+        __mmask16 m[2][K];
+        for (int h = 0; h < 2; ++h)
+            for (int j = 0; j < K; ++j) {
+                idx[h][j] = _mm512_loadu_si512(idx_.data() + (h * K + j) * 16);
+                m[h][j] = mask_[static_cast<std::size_t>(h * K + j)];
+            }
+        auto spread = [&](__m512 v, int h) {
+            __m512 acc = _mm512_maskz_permutexvar_ps(m[h][0], idx[h][0], v);
+            for (int j = 1; j < K; ++j) acc = _mm512_add_ps(acc, _mm512_maskz_permutexvar_ps(m[h][j], idx[h][j], v));
+            return acc;
+        };
+        for (index_t c = c0; c < c1; ++c) {
+            const float* const g = grad_out + c * os;
+            float* const x = grad_in + c * xs;
+            for (index_t y = y0; y < y1; ++y) {
+                const index_t* l = list + y * kc;
+                // Output row l[i]'s gradients times its reciprocals (zero rows for padding).
+                auto scaled = [&](index_t i) {
+                    const bool on = l[i] >= 0;
+                    const __m512 gv = _mm512_maskz_loadu_ps(keep, on ? g + l[i] * Wo : zero);
+                    return _mm512_mul_ps(gv, _mm512_maskz_loadu_ps(keep, on ? rdiv + l[i] * Wo : zero));
+                };
+                __m512 v = scaled(0);
+                if constexpr (V > 0) {
+                    unrolled<V - 1>([&](auto i) { v = _mm512_add_ps(v, scaled(i + 1)); });
+                } else {
+                    for (index_t i = 1; i < kc; ++i) v = _mm512_add_ps(v, scaled(i));
+                }
+                _mm512_mask_storeu_ps(x + y * W, lo, spread(v, 0));
+                if (hi != 0) _mm512_mask_storeu_ps(x + y * W + 16, hi, spread(v, 1));
+            }
+        }
+    }
+
+    const plan_data<R>& p_;
+    index_t W_ = 0, Wo_ = 0, xs_ = 0, os_ = 0, ni_ = 1, kc_ = 1, taps_ = 1;
+    __mmask16 keep_ = 0, lo_ = 0, hi_ = 0;
+    std::vector<std::int32_t> idx_;
+    std::vector<__mmask16> mask_;
+    alignas(64) float zero_[16] = {};
 };
 
 #endif  // AVGPOOL_PERM_KERNEL
