@@ -466,7 +466,10 @@ private:
             build_plane_reciprocals();
         if (detail::perm_geometry<R>(d_)) {
             d_.perm_rows = detail::perm_rows<R>(d_);
-            if (g.input[R - 1] <= 32 && g.output[R - 1] <= 16) d_.perm_brows = detail::perm_backward_rows<R>(d_);
+            if (g.input[R - 1] <= 32 && g.output[R - 1] <= 16) {
+                d_.perm_brows = detail::perm_backward_rows<R>(d_);
+                d_.perm_bcols = detail::perm_backward_columns<R>(d_, d_.perm_btaps);
+            }
         }
         if (detail::tile_geometry<R>(d_, true)) build_tile_cover();  // backward's, the wider
         if (detail::flat_geometry<R>(d_) || detail::same_geometry<R>(d_)) {

@@ -64,8 +64,10 @@ struct plan_data {
     // The permute kernel's input rows per outer output row (kernel_perm.hpp); empty when that
     // kernel does not apply.
     std::vector<index_t> perm_rows;
-    // Its backward table: per outer input row, the outer output rows summing it.
-    std::vector<index_t> perm_brows;
+    // Its backward tables: per outer input row, the outer output rows summing it; per input
+    // column, the outputs tapping it (perm_btaps per column).
+    std::vector<index_t> perm_brows, perm_bcols;
+    index_t perm_btaps = 0;
     // The tile kernel's (kernel_tile.hpp) lists, per axis a, of the outputs with a tap at each
     // input x, ascending: tile_cover[tile_cover_at[tile_cover_axis[a] + x] ..
     // tile_cover_at[tile_cover_axis[a] + x + 1]); empty when that kernel does not apply.
