@@ -259,9 +259,8 @@ public:
         const index_t d = p.adaptive ? 1 : g.dilations[R - 1];
         perm_chunks<R>(p, [this](index_t o0, index_t n, index_t base) {
             auto bits = [](index_t k) { return static_cast<__mmask16>(k >= 16 ? 0xffffu : k <= 0 ? 0u : (1u << k) - 1u); };
-            chunks_.push_back(chunk{o0, n, base, bits(W_ - base), bits(W_ - base - 16), bits(n)});
+            chunks_[static_cast<std::size_t>(nch_++)] = chunk{o0, n, base, bits(W_ - base), bits(W_ - base - 16), bits(n)};
         });
-        nch_ = static_cast<index_t>(chunks_.size());
         pack_ = nch_ == 1 && W_ <= 16 && Wo_ <= 8;
         two_ = pack_ ? static_cast<__mmask16>((1u << (2 * Wo_)) - 1u) : chunks_[0].keep;
 
@@ -269,13 +268,11 @@ public:
         // (of the second row, 16 lanes on, in the packed lanes Wo .. 2 Wo - 1).
         for (index_t o = 0; o < Wo_; ++o) taps_ = std::max(taps_, w[o].count);
         const index_t K = std::max<index_t>(taps_, 1);
-        idx_.assign(static_cast<std::size_t>(nch_ * K * 16), 0);
-        mask_.assign(static_cast<std::size_t>(nch_ * K), 0);
         for (index_t ch = 0; ch < nch_; ++ch) {
             const chunk& c = chunks_[static_cast<std::size_t>(ch)];
             for (index_t t = 0; t < taps_; ++t) {
                 std::uint32_t m = 0;
-                std::int32_t* idx = idx_.data() + (ch * K + t) * 16;
+                std::int32_t* idx = idx_ + (ch * K + t) * 16;
                 for (index_t i = 0; i < c.n; ++i) {
                     const window& wi = w[c.o0 + i];
                     if (t >= wi.count) continue;
@@ -287,7 +284,7 @@ public:
                         m |= 1u << (Wo_ + i);
                     }
                 }
-                mask_[static_cast<std::size_t>(ch * K + t)] = static_cast<__mmask16>(m);
+                mask_[ch * K + t] = static_cast<__mmask16>(m);
             }
         }
 
@@ -335,8 +332,8 @@ private:
         const M* const zero = reinterpret_cast<const M*>(zero_);
         const index_t Wo = Wo_, kv = V > 0 ? V : kv_, xs = xs_, os = os_, nch = nch_;
         const chunk* const chunks = chunks_.data();
-        const std::int32_t* const idx_all = idx_.data();
-        const __mmask16* const mask_all = mask_.data();
+        const std::int32_t* const idx_all = idx_;
+        const __mmask16* const mask_all = mask_;
         const __mmask16 lo = chunks[0].lo, hi = chunks[0].hi, one = chunks[0].keep, two = two_;
         const bool pack = pack_, wide = hi != 0;
         // The first chunk's tables in registers (the only chunk of rows up to 32).
@@ -411,11 +408,12 @@ private:
         index_t o0, n, base;
         __mmask16 lo, hi, keep;
     };
-    std::vector<chunk> chunks_;
-    index_t nch_ = 1;
+    // Fixed arrays (no allocation per call; the tiny 1-D shapes notice it).
+    std::array<chunk, perm_max_chunks> chunks_{};
+    index_t nch_ = 0;
     __mmask16 two_ = 0;
-    std::vector<std::int32_t> idx_;
-    std::vector<__mmask16> mask_;
+    alignas(64) std::int32_t idx_[perm_max_chunks * perm_max_taps * 16] = {};
+    __mmask16 mask_[perm_max_chunks * perm_max_taps] = {};
     alignas(64) unsigned char zero_[16 * sizeof(float)] = {};  // a zero vector of 16 M
 };
 
@@ -436,15 +434,13 @@ public:
         for (std::size_t a = 0; a + 1 < R; ++a) ni_ *= g.input[a];
         kc_ = static_cast<index_t>(p.perm_brows.size()) / ni_;
         taps_ = p.perm_btaps;
-        idx_.assign(static_cast<std::size_t>(2 * taps_ * 16), 0);
-        mask_.assign(static_cast<std::size_t>(2 * taps_), 0);
         for (index_t c = 0; c < W_; ++c) {
             const index_t half = c / 16, lane = c % 16;
             for (index_t j = 0; j < taps_; ++j) {
                 const index_t o = p.perm_bcols[static_cast<std::size_t>(c * taps_ + j)];
                 if (o < 0) continue;
-                idx_[static_cast<std::size_t>((half * taps_ + j) * 16 + lane)] = static_cast<std::int32_t>(o);
-                mask_[static_cast<std::size_t>(half * taps_ + j)] |= static_cast<__mmask16>(1u << lane);
+                idx_[(half * taps_ + j) * 16 + lane] = static_cast<std::int32_t>(o);
+                mask_[half * taps_ + j] |= static_cast<__mmask16>(1u << lane);
             }
         }
         keep_ = static_cast<__mmask16>((1u << Wo_) - 1u);
@@ -492,8 +488,8 @@ private:
         __mmask16 m[2][K];
         for (int h = 0; h < 2; ++h)
             for (int j = 0; j < K; ++j) {
-                idx[h][j] = _mm512_loadu_si512(idx_.data() + (h * K + j) * 16);
-                m[h][j] = mask_[static_cast<std::size_t>(h * K + j)];
+                idx[h][j] = _mm512_loadu_si512(idx_ + (h * K + j) * 16);
+                m[h][j] = mask_[h * K + j];
             }
         auto spread = [&](__m512 v, int h) {
             __m512 acc = _mm512_maskz_permutexvar_ps(m[h][0], idx[h][0], v);
@@ -526,8 +522,8 @@ private:
     const plan_data<R>& p_;
     index_t W_ = 0, Wo_ = 0, xs_ = 0, os_ = 0, ni_ = 1, kc_ = 1, taps_ = 1;
     __mmask16 keep_ = 0, lo_ = 0, hi_ = 0;
-    std::vector<std::int32_t> idx_;
-    std::vector<__mmask16> mask_;
+    alignas(64) std::int32_t idx_[2 * perm_max_taps * 16] = {};
+    __mmask16 mask_[2 * perm_max_taps] = {};
     alignas(64) float zero_[16] = {};
 };
 
