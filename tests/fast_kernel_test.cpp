@@ -715,6 +715,86 @@ void perm_suite(int cases) {
 }
 #endif
 
+#if AVGPOOL_PERM_KERNEL
+// The whole-plane form (planes of at most 64 inputs, 16 outputs): forward average and sum
+// against the reference within the bound, and the same bits through forward() / sum(), also
+// with a thread pool (planes split between threads).
+void perm_plane_check(const avgpool::pooling<2>& plan, std::mt19937_64& gen, const std::string& trace) {
+    SCOPED_TRACE(trace);
+    namespace dt = avgpool::detail;
+    const auto& d = dt::plan_access::data(plan);
+    ASSERT_TRUE((dt::perm_plane_applicable<float, 2>(d))) << "expected the whole-plane permute kernel";
+    const index_t items = d.input_shape[0] * d.input_shape[1];
+    const double ksum = static_cast<double>(d.geometry.kernel[0] + d.geometry.kernel[1]);
+    const std::size_t xn = static_cast<std::size_t>(plan.input_size()), on = static_cast<std::size_t>(plan.output_size());
+    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    std::vector<float> in(xn), absin(xn);
+    for (std::size_t i = 0; i < xn; ++i) {
+        in[i] = static_cast<float>(dist(gen));
+        absin[i] = std::fabs(in[i]);
+    }
+    avgpool::thread_pool pool(2);
+    for (auto op : {dt::pool_op::average, dt::pool_op::sum}) {
+        const char* what = op == dt::pool_op::sum ? "sum output" : "average output";
+        // Guards past the end: a store must not reach them.
+        std::vector<float> whole(on + 16, 1e30f), api(on, 7.0f), threaded(on, 9.0f), ref(on), ref_abs(on);
+        dt::perm_plane_kernel<float>(d, op).run(in.data(), whole.data(), 0, items);
+        for (std::size_t i = on; i < on + 16; ++i) ASSERT_EQ(whole[i], 1e30f) << what << ": store past the end";
+        dt::reference_pool<float, 2>(d, in.data(), ref.data(), op, 0, items);
+        dt::reference_pool<float, 2>(d, absin.data(), ref_abs.data(), op, 0, items);
+        for (std::size_t i = 0; i < on; ++i) {
+            if (std::isnan(ref[i])) {
+                ASSERT_TRUE(std::isnan(whole[i])) << what << " " << i;
+                continue;
+            }
+            const double bound = 4 * ksum * unit_roundoff<float>() * static_cast<double>(ref_abs[i]) * (1 + 1e-6) +
+                                 std::numeric_limits<float>::denorm_min();
+            ASSERT_LE(std::fabs(static_cast<double>(whole[i]) - static_cast<double>(ref[i])), bound)
+                << what << " " << i << ": permute " << whole[i] << " reference " << ref[i];
+        }
+        const bool sum = op == dt::pool_op::sum;
+        ASSERT_TRUE((sum ? plan.sum(in.data(), api.data()) : plan.forward(in.data(), api.data())).ok());
+        ASSERT_TRUE((sum ? plan.sum(in.data(), threaded.data(), pool) : plan.forward(in.data(), threaded.data(), pool)).ok());
+        ASSERT_EQ(0, std::memcmp(whole.data(), api.data(), on * sizeof(float))) << what << ": public API";
+        ASSERT_EQ(0, std::memcmp(whole.data(), threaded.data(), on * sizeof(float))) << what << ": thread pool";
+    }
+}
+
+#endif
+
+TEST(PermKernel, WholePlanesMatchReference) {
+#if AVGPOOL_PERM_KERNEL
+    int ran = 0;
+    for (int c = 0; c < 600; ++c) {
+        const std::uint64_t seed = 88000 + static_cast<std::uint64_t>(c);
+        std::mt19937_64 gen(seed);
+        auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+        const avgpool::dims<2> sp{pick(1, 10), pick(1, 10)};
+        const avgpool::dims<4> shape{pick(1, 2), pick(1, 40), sp[0], sp[1]};
+        const auto a = random_attrs<2>(gen, sp);
+        auto plan = avgpool::pooling<2>::create(shape, a);
+        if (!plan || !avgpool::detail::perm_plane_applicable<float, 2>(avgpool::detail::plan_access::data(*plan))) continue;
+        perm_plane_check(*plan, gen, describe<2>(shape, a, "seed " + std::to_string(seed)));
+        if (::testing::Test::HasFatalFailure()) return;
+        ++ran;
+    }
+    EXPECT_GT(ran, 100) << "too few draws took the whole-plane form";
+    // ShuffleNet's 7x7 and an 8x8 plane at stride 2.
+    avgpool::pool_attrs<2> a;
+    a.kernel = {3, 3};
+    a.strides = {2, 2};
+    a.pads_begin = a.pads_end = {1, 1};
+    std::mt19937_64 gen(9);
+    for (index_t hw : {7, 8}) {
+        auto plan = avgpool::pooling<2>::create({1, 37, hw, hw}, a);
+        ASSERT_TRUE(plan);
+        perm_plane_check(*plan, gen, "shufflenet " + std::to_string(hw));
+    }
+#else
+    GTEST_SKIP() << "the permute kernel needs AVX-512 (build with -march=native on such a CPU)";
+#endif
+}
+
 TEST(PermKernel, MatchesReference) {
 #if AVGPOOL_PERM_KERNEL
     perm_backward_cases = 0;
@@ -809,6 +889,11 @@ void same_bits_as_tile(const avgpool::pooling<2>& plan, bool forward) {
             if (avgpool::detail::perm_applicable<T, 2>(d)) {  // float planes 9 to 32 wide: that kernel
                 avgpool::detail::perm_kernel<2>(d, avgpool::detail::pool_op::average).run(in.data(), direct.data(), 0, items);
                 EXPECT_EQ(0, std::memcmp(api.data(), direct.data(), n * sizeof(T))) << "forward (permute kernel)";
+                return;
+            }
+            if (avgpool::detail::perm_plane_applicable<T, 2>(d)) {  // planes up to 64: its whole-plane form
+                avgpool::detail::perm_plane_kernel<T>(d, avgpool::detail::pool_op::average).run(in.data(), direct.data(), 0, items);
+                EXPECT_EQ(0, std::memcmp(api.data(), direct.data(), n * sizeof(T))) << "forward (whole-plane permute)";
                 return;
             }
         }

@@ -235,7 +235,8 @@ void fused_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>&
     if (lay == avgpool::layout::channels_last ? !dt::cl_applicable<float, R>(d)
                                               : !(dt::pair_applicable<float, R>(d) || dt::same_applicable<float, R>(d) ||
                                                   dt::tile_applicable<float, R>(d) || dt::flat_applicable<float, R>(d) ||
-                                                  dt::cf_applicable<float, R>(d) || dt::perm_applicable<float, R>(d)))
+                                                  dt::cf_applicable<float, R>(d) || dt::perm_applicable<float, R>(d) ||
+                                                  dt::perm_plane_applicable<float, R>(d)))
         return;  // the reference path
     SCOPED_TRACE(avgpool_test::describe<R>(shape, a, lay == avgpool::layout::channels_last ? "cl" : "cf"));
     const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), n_out = static_cast<std::size_t>(plan->output_size());

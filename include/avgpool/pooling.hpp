@@ -462,7 +462,8 @@ private:
         }
 
         if (detail::same_geometry<R>(d_)) build_same_masks();
-        if (detail::same_geometry<R>(d_) || detail::tile_geometry<R>(d_, true) || detail::perm_geometry<R>(d_))
+        if (detail::same_geometry<R>(d_) || detail::tile_geometry<R>(d_, true) || detail::perm_geometry<R>(d_) ||
+            detail::perm_plane_geometry<R>(d_))
             build_plane_reciprocals();
         if (detail::perm_geometry<R>(d_)) {
             d_.perm_rows = detail::perm_rows<R>(d_);
@@ -512,6 +513,12 @@ private:
             if (detail::perm_applicable<U, R, M>(d_)) {
                 fn(detail::perm_kernel<R, M>(d_, op));
                 return true;
+            }
+            if constexpr (R == 2) {
+                if (detail::perm_plane_applicable<U, R, M>(d_)) {
+                    fn(detail::perm_plane_kernel<M>(d_, op));
+                    return true;
+                }
             }
         }
 #endif

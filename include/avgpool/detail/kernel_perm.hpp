@@ -193,6 +193,41 @@ std::vector<index_t> perm_backward_rows(const plan_data<R>& p) {
     return rows;
 }
 
+/// Whether a 2-D plan suits the whole-plane form: planes of at most 64 inputs (four vectors)
+/// and 16 outputs (one), windows that are exactly the kernel's taps inside the plane (so
+/// bounds masks reproduce them), and the vertical sums it needs within the first 64 positions.
+template <std::size_t R>
+bool perm_plane_geometry(const plan_data<R>& p) noexcept {
+    if constexpr (R != 2) {
+        return false;
+    } else {
+        if (!AVGPOOL_PERM_KERNEL || p.memory_layout != layout::channels_first || p.global || p.adaptive) return false;
+        const pool_geometry<R>& g = p.geometry;
+        const index_t H = g.input[0], W = g.input[1], Ho = g.output[0], Wo = g.output[1];
+        if (H * W > 64 || Ho * Wo > 16 || g.kernel[0] > perm_max_taps || g.kernel[1] > perm_max_taps) return false;
+        if ((Ho - 1) * g.strides[0] * W + W > 64) return false;
+        for (std::size_t a = 0; a < R; ++a) {
+            const window* w = p.axis(a);
+            for (index_t o = 0; o < g.output[a]; ++o) {
+                index_t first = -1, count = 0;
+                for (index_t t = 0; t < g.kernel[a]; ++t) {
+                    const index_t x = o * g.strides[a] - g.pads_begin[a] + t * g.dilations[a];
+                    if (x < 0 || x >= g.input[a]) continue;
+                    if (first < 0) first = x;
+                    ++count;
+                }
+                if (w[o].count != count || (count > 0 && w[o].first != first)) return false;
+            }
+        }
+        return true;
+    }
+}
+
+template <class T, std::size_t R, class M = T>
+bool perm_plane_applicable(const plan_data<R>& p) noexcept {
+    return perm_types<T, M>() && !p.plane_rdiv_f.empty() && perm_plane_geometry<R>(p);
+}
+
 /// Backward's horizontal transpose, built once per plan: for each input column, the outputs
 /// whose windows tap it, ascending, padded with -1 to the largest count (returned in taps).
 template <std::size_t R>
@@ -525,6 +560,121 @@ private:
     alignas(64) std::int32_t idx_[2 * perm_max_taps * 16] = {};
     __mmask16 mask_[2 * perm_max_taps] = {};
     alignas(64) float zero_[16] = {};
+};
+
+/// The whole-plane form, for planes of at most 64 inputs with at most 16 outputs (ShuffleNet's
+/// 7x7 and 8x8 at stride 2): a plane is four vectors of vertical sums, S[i] = sum over taps t of
+/// x[i + (t * dilation - pad) * W] (masked to the plane), computed for every position in flat
+/// order with shifted loads, then the plane's outputs as one vector: per horizontal tap, one
+/// two-source permute from each pair of S vectors. No row is set up at all.
+template <class M = float>
+class perm_plane_kernel {
+public:
+    perm_plane_kernel(const plan_data<2>& p, pool_op op) : p_(p), average_(op == pool_op::average) {
+        const pool_geometry<2>& g = p.geometry;
+        const index_t H = g.input[0], W = g.input[1], Wo = g.output[1], n = H * W;
+        xs_ = n;
+        os_ = p.output_spatial_volume();
+        kv_ = g.kernel[0];
+        kh_ = g.kernel[1];
+        const index_t span = (g.output[0] - 1) * g.strides[0] * W + W;  // positions of S used
+        nv_ = (span + 15) / 16;
+        for (index_t v = 0; v < nv_; ++v)
+            for (index_t t = 0; t < kv_; ++t) {
+                const index_t shift = (t * g.dilations[0] - g.pads_begin[0]) * W;
+                off_[v * perm_max_taps + t] = 16 * v + shift;
+                std::uint32_t m = 0;
+                for (index_t l = 0; l < 16; ++l) {
+                    const index_t i = 16 * v + l;
+                    if (i < span && i + shift >= 0 && i + shift < n) m |= 1u << l;
+                }
+                vmask_[v * perm_max_taps + t] = static_cast<__mmask16>(m);
+            }
+        // Output (oy, ox) at lane oy * Wo + ox, tap th: S at oy * s * W + column, from the
+        // first pair of vectors (positions < 32) or the second.
+        for (index_t t = 0; t < kh_; ++t) {
+            std::uint32_t ma = 0, mb = 0;
+            for (index_t o = 0; o < os_; ++o) {
+                const index_t oy = o / Wo, ox = o % Wo;
+                const index_t col = ox * g.strides[1] - g.pads_begin[1] + t * g.dilations[1];
+                if (col < 0 || col >= W) continue;
+                const index_t j = oy * g.strides[0] * W + col;
+                if (j < 32) {
+                    idx_[t * 16 + o] = static_cast<std::int32_t>(j);
+                    ma |= 1u << o;
+                } else {
+                    idx_[(perm_max_taps + t) * 16 + o] = static_cast<std::int32_t>(j - 32);
+                    mb |= 1u << o;
+                }
+            }
+            hmask_[t] = static_cast<__mmask16>(ma);
+            hmask_[perm_max_taps + t] = static_cast<__mmask16>(mb);
+        }
+        keep_ = static_cast<__mmask16>((1u << os_) - 1u);
+    }
+
+    /// Planes item_begin .. item_end - 1 (item = n * C + c).
+    void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
+        if (kv_ == 3 && kh_ == 3) return planes<3, 3>(in, out, item_begin, item_end);
+        if (kv_ == 2 && kh_ == 2) return planes<2, 2>(in, out, item_begin, item_end);
+        planes<0, 0>(in, out, item_begin, item_end);
+    }
+
+private:
+    // KV, KH: the taps (0: kv_, kh_ at run time).
+    template <int KV, int KH>
+    void planes(const M* in, M* out, index_t c0, index_t c1) const {
+        const float* const rdiv = average_ ? p_.template plane_reciprocals<float>() : nullptr;
+        const index_t kv = KV > 0 ? KV : kv_, kh = KH > 0 ? KH : kh_, nv = nv_, xs = xs_, os = os_;
+        const __mmask16 keep = keep_;
+        const __m512 scale = rdiv != nullptr ? _mm512_maskz_loadu_ps(keep, rdiv) : _mm512_set1_ps(1.0f);
+        __m512i ia[perm_max_taps], ib[perm_max_taps];
+        for (index_t t = 0; t < kh; ++t) {
+            ia[t] = _mm512_loadu_si512(idx_ + t * 16);
+            ib[t] = _mm512_loadu_si512(idx_ + (perm_max_taps + t) * 16);
+        }
+        for (index_t c = c0; c < c1; ++c) {
+            // The plane's address as an integer: the shifted loads' masked-off lanes may lie
+            // before or past it (never read), and pointer arithmetic may not leave the array.
+            const std::uintptr_t x = reinterpret_cast<std::uintptr_t>(in + c * xs);
+            __m512 sv[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
+            for (index_t v = 0; v < nv; ++v) {
+                const index_t* o = off_ + v * perm_max_taps;
+                const __mmask16* mk = vmask_ + v * perm_max_taps;
+                auto tap = [&](index_t t) {
+                    return perm_load(mk[t], reinterpret_cast<const M*>(x + static_cast<std::uintptr_t>(o[t] * static_cast<index_t>(sizeof(M)))));
+                };
+                __m512 acc = tap(0);
+                if constexpr (KV > 0) {
+                    unrolled<KV - 1>([&](auto t) { acc = _mm512_add_ps(acc, tap(t + 1)); });
+                } else {
+                    for (index_t t = 1; t < kv; ++t) acc = _mm512_add_ps(acc, tap(t));
+                }
+                sv[v] = acc;
+            }
+            auto hsum = [&](index_t t) {
+                const __m512 a = _mm512_maskz_permutex2var_ps(hmask_[t], sv[0], ia[t], sv[1]);
+                return nv > 2 ? _mm512_add_ps(a, _mm512_maskz_permutex2var_ps(hmask_[perm_max_taps + t], sv[2], ib[t], sv[3])) : a;
+            };
+            __m512 acc = hsum(0);
+            if constexpr (KH > 0) {
+                unrolled<KH - 1>([&](auto t) { acc = _mm512_add_ps(acc, hsum(t + 1)); });
+            } else {
+                for (index_t t = 1; t < kh; ++t) acc = _mm512_add_ps(acc, hsum(t));
+            }
+            if (rdiv != nullptr) acc = _mm512_mul_ps(acc, scale);
+            perm_store(out + c * os, keep, acc);
+        }
+    }
+
+    const plan_data<2>& p_;
+    bool average_;
+    index_t xs_ = 0, os_ = 0, kv_ = 1, kh_ = 1, nv_ = 1;
+    __mmask16 keep_ = 0;
+    index_t off_[4 * perm_max_taps] = {};
+    __mmask16 vmask_[4 * perm_max_taps] = {};
+    alignas(64) std::int32_t idx_[2 * perm_max_taps * 16] = {};
+    __mmask16 hmask_[2 * perm_max_taps] = {};
 };
 
 #endif  // AVGPOOL_PERM_KERNEL
