@@ -625,7 +625,7 @@ private:
     template <int KV, int KH>
     void planes(const M* in, M* out, index_t c0, index_t c1) const {
         const float* const rdiv = average_ ? p_.template plane_reciprocals<float>() : nullptr;
-        const index_t kv = KV > 0 ? KV : kv_, kh = KH > 0 ? KH : kh_, nv = nv_, xs = xs_, os = os_;
+        const index_t kv = KV > 0 ? KV : kv_, kh = KH > 0 ? KH : kh_, xs = xs_, os = os_;
         const __mmask16 keep = keep_;
         const __m512 scale = rdiv != nullptr ? _mm512_maskz_loadu_ps(keep, rdiv) : _mm512_set1_ps(1.0f);
         __m512i ia[perm_max_taps], ib[perm_max_taps];
@@ -637,8 +637,10 @@ private:
             // The plane's address as an integer: the shifted loads' masked-off lanes may lie
             // before or past it (never read), and pointer arithmetic may not leave the array.
             const std::uintptr_t x = reinterpret_cast<std::uintptr_t>(in + c * xs);
-            __m512 sv[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-            for (index_t v = 0; v < nv; ++v) {
+            // Always four vectors, unrolled, so they stay in registers (the unused ones load
+            // nothing: their masks are empty).
+            __m512 sv[4];
+            unrolled<4>([&](auto v) {
                 const index_t* o = off_ + v * perm_max_taps;
                 const __mmask16* mk = vmask_ + v * perm_max_taps;
                 auto tap = [&](index_t t) {
@@ -651,10 +653,10 @@ private:
                     for (index_t t = 1; t < kv; ++t) acc = _mm512_add_ps(acc, tap(t));
                 }
                 sv[v] = acc;
-            }
+            });
             auto hsum = [&](index_t t) {
                 const __m512 a = _mm512_maskz_permutex2var_ps(hmask_[t], sv[0], ia[t], sv[1]);
-                return nv > 2 ? _mm512_add_ps(a, _mm512_maskz_permutex2var_ps(hmask_[perm_max_taps + t], sv[2], ib[t], sv[3])) : a;
+                return _mm512_add_ps(a, _mm512_maskz_permutex2var_ps(hmask_[perm_max_taps + t], sv[2], ib[t], sv[3]));
             };
             __m512 acc = hsum(0);
             if constexpr (KH > 0) {
