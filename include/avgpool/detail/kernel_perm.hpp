@@ -164,7 +164,8 @@ bool perm_applicable(const plan_data<R>& p) noexcept {
 
 /// The backward kernel's table, the transpose of perm_rows: for each outer input row, the
 /// outer output rows whose windows sum it, ascending, kc per row (padded with -1); empty if
-/// some input row is summed by more than perm_max_rows output rows.
+/// some input row is summed by more than perm_max_rows output rows, or past perm_max_outer
+/// input rows.
 template <std::size_t R>
 std::vector<index_t> perm_backward_rows(const plan_data<R>& p) {
     const pool_geometry<R>& g = p.geometry;
@@ -174,6 +175,9 @@ std::vector<index_t> perm_backward_rows(const plan_data<R>& p) {
         nr *= g.output[a];
         ni *= g.input[a];
     }
+    // Tall planes (more input rows than perm_max_outer) keep the other backward kernels: this
+    // table would grow with the input rows (2^25 rows: 2.8 GB to build).
+    if (ni > perm_max_outer) return {};
     const std::size_t kv = p.perm_rows.size() / static_cast<std::size_t>(nr);
     std::vector<std::vector<index_t>> lists(static_cast<std::size_t>(ni));
     for (index_t r = 0; r < nr; ++r)
