@@ -582,8 +582,8 @@ public:
         kv_ = g.kernel[0];
         kh_ = g.kernel[1];
         const index_t span = (g.output[0] - 1) * g.strides[0] * W + W;  // positions of S used
-        nv_ = (span + 15) / 16;
-        for (index_t v = 0; v < nv_; ++v)
+        const index_t nv = (span + 15) / 16;  // vectors with positions to sum (the rest stay empty)
+        for (index_t v = 0; v < nv; ++v)
             for (index_t t = 0; t < kv_; ++t) {
                 const index_t shift = (t * g.dilations[0] - g.pads_begin[0]) * W;
                 off_[v * perm_max_taps + t] = 16 * v + shift;
@@ -675,7 +675,7 @@ private:
 
     const plan_data<2>& p_;
     bool average_;
-    index_t xs_ = 0, os_ = 0, kv_ = 1, kh_ = 1, nv_ = 1;
+    index_t xs_ = 0, os_ = 0, kv_ = 1, kh_ = 1;
     __mmask16 keep_ = 0;
     index_t off_[4 * perm_max_taps] = {};
     __mmask16 vmask_[4 * perm_max_taps] = {};
