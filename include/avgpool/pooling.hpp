@@ -501,6 +501,7 @@ private:
                 }
             }
         }
+        if (detail::backward_rows_kept<R>(d_)) detail::build_backward_rows<R>(d_, d_.bw_taps, d_.bw_rows);
     }
 
     // Calls fn(kernel) with the channels-first plane kernel for element type U that serves

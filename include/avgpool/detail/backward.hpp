@@ -107,6 +107,69 @@ index_t max_cover(const plan_data<R>& p, std::size_t a) noexcept {
     return m;
 }
 
+// Plans with more outer input rows than this build backward's row tables per call instead of
+// keeping them (plan memory stays bounded; such planes cost far more than the build).
+constexpr index_t bw_table_rows = 65536;
+
+/// Calls fn(o, divisor factor) for each output of outer axis a with a tap at input x.
+template <std::size_t R, class Fn>
+void backward_taps(const plan_data<R>& p, std::size_t a, index_t x, Fn&& fn) {
+    const window& cv = p.covers(a)[x];
+    const window* w = p.axis(a);
+    const index_t d = p.geometry.dilations[a];
+    if (d == 1) {  // every output whose span reaches x taps it (and no idiv below)
+        for (index_t o = cv.first; o < cv.first + cv.count; ++o) fn(o, w[o].divisor);
+        return;
+    }
+    for (index_t o = cv.first; o < cv.first + cv.count; ++o) {
+        const index_t rel = x - w[o].first;
+        if (rel < 0 || rel % d != 0 || rel / d >= w[o].count) continue;
+        fn(o, w[o].divisor);
+    }
+}
+
+/// Whether input x of outer axis a gathers exactly the outputs x - 1 does. Without dilation
+/// every output whose span reaches an input taps it (adaptive spans are their windows), so
+/// equal cover ranges mean equal sets; with dilation, say no.
+template <std::size_t R>
+bool same_taps_as_previous(const plan_data<R>& p, std::size_t a, index_t x) noexcept {
+    if (x == 0 || p.geometry.dilations[a] != 1) return false;
+    const window* c = p.covers(a);
+    return c[x].first == c[x - 1].first && c[x].count == c[x - 1].count;
+}
+
+/// backward_cf's row tables: for each outer input row, the outer output rows that tap it
+/// (first-axis outputs outer, as the cover tables order them) and an earlier row with the same
+/// ones.
+template <std::size_t R>
+void build_backward_rows(const plan_data<R>& p, std::vector<bw_tap>& taps, std::vector<bw_row>& rows) {
+    const pool_geometry<R>& g = p.geometry;
+    taps.clear();
+    rows.clear();
+    if constexpr (R == 2) {
+        for (index_t x = 0; x < g.input[0]; ++x) {
+            const index_t first = static_cast<index_t>(taps.size());
+            backward_taps<R>(p, 0, x, [&](index_t o, index_t f) { taps.push_back({o, o, f}); });
+            rows.push_back({first, static_cast<index_t>(taps.size()) - first, same_taps_as_previous<R>(p, 0, x) ? x - 1 : -1});
+        }
+    } else if constexpr (R == 3) {
+        const index_t H = g.input[1], Ho = g.output[1];
+        std::vector<std::pair<index_t, index_t>> zs;  // first-axis outputs and divisors
+        for (index_t z = 0; z < g.input[0]; ++z) {
+            zs.clear();
+            backward_taps<R>(p, 0, z, [&](index_t o, index_t f) { zs.emplace_back(o, f); });
+            const bool same_z = same_taps_as_previous<R>(p, 0, z);
+            for (index_t y = 0; y < H; ++y) {
+                const index_t first = static_cast<index_t>(taps.size()), r = z * H + y;
+                for (const auto& t : zs)  // exact: the products are at most max_divisor
+                    backward_taps<R>(p, 1, y, [&](index_t o, index_t f) { taps.push_back({t.first, t.first * Ho + o, t.second * f}); });
+                const index_t copy = same_taps_as_previous<R>(p, 1, y) ? r - 1 : same_z ? r - H : -1;
+                rows.push_back({first, static_cast<index_t>(taps.size()) - first, copy});
+            }
+        }
+    }
+}
+
 /// Whether the channels-first transposed kernel covers this plan for element type T.
 template <class T, std::size_t R>
 bool backward_cf_applicable(const plan_data<R>& p) noexcept {
@@ -125,6 +188,16 @@ bool backward_cf_applicable(const plan_data<R>& p) noexcept {
     const pool_geometry<R>& g = p.geometry;
     if (p.adaptive) return g.input[R - 1] <= cf_buffer && g.output[R - 1] <= cf_buffer;
     return (g.output[R - 1] - 1) * g.strides[R - 1] + (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1 <= cf_buffer;
+}
+
+/// Whether the plan keeps backward_cf's row tables (else each call builds its own, or needs
+/// none).
+template <std::size_t R>
+bool backward_rows_kept(const plan_data<R>& p) noexcept {
+    if (R < 2 || p.global || inner_axes_whole<R>(p) || !backward_cf_applicable<double, R>(p)) return false;
+    index_t rows = 1;
+    for (std::size_t a = 0; a + 1 < R; ++a) rows *= p.geometry.input[a];
+    return rows <= bw_table_rows;
 }
 
 /// The orders backward_cf can run in (best: flat where it fits, else ring, else per row).
@@ -150,6 +223,9 @@ class backward_cf {
     static constexpr index_t L = static_cast<index_t>(V::width);
 
 public:
+    backward_cf(const backward_cf&) = delete;  // rows_ may point into own_rows_
+    backward_cf& operator=(const backward_cf&) = delete;
+
     /// `order` forces a slower order where the best one applies (the tests run each).
     explicit backward_cf(const plan_data<R>& p, backward_order order = backward_order::best) : p_(p) {
         const pool_geometry<R>& g = p.geometry;
@@ -171,7 +247,8 @@ public:
         std::memset(lane_mask_ + L, 0, sizeof(T) * V::width);
         if constexpr (R >= 2) {
             cap_ = max_cover<R>(p, 0);  // outputs covering one input: the ring's slots
-            slot_ = R == 2 ? W_ : g.output[1] * W_;
+            // + 2L: room for the last row's whole-vector spill (horizontal's dst_end).
+            slot_ = (R == 2 ? W_ : g.output[1] * W_) + 2 * L;
             ring_ = order != backward_order::per_row && cap_ * slot_ <= bw_ring;
             // Flat: every outer output row's shares at a pitch that leaves the zeros the
             // expansion reads between rows, expanded in one pass (no per-row costs).
@@ -185,7 +262,16 @@ public:
             // input slice takes one value, the sum of its covering outputs' shares.
             whole_ = order == backward_order::best && inner_axes_whole<R>(p);
             for (std::size_t a = 1; a + 1 < R; ++a) inner_div_ *= p.axis(a)[0].divisor;
-            if (!whole_ && !p.global) build_rows();
+            if (!whole_ && !p.global) {
+                if (p.bw_rows.empty()) {
+                    build_backward_rows<R>(p, own_taps_, own_rows_);
+                    taps_ = own_taps_.data();
+                    rows_ = own_rows_.data();
+                } else {
+                    taps_ = p.bw_taps.data();
+                    rows_ = p.bw_rows.data();
+                }
+            }
         }
     }
 
@@ -277,35 +363,9 @@ private:
         for (; i < n; ++i) dst[i] = v;
     }
 
-    // Calls fn(o, divisor factor) for each output of outer axis a with a tap at input x.
-    template <class Fn>
-    void taps(std::size_t a, index_t x, Fn&& fn) const {
-        const window& cv = p_.covers(a)[x];
-        const window* w = p_.axis(a);
-        const index_t d = p_.geometry.dilations[a];
-        if (d == 1) {  // every output whose span reaches x taps it (and no idiv below)
-            for (index_t o = cv.first; o < cv.first + cv.count; ++o) fn(o, w[o].divisor);
-            return;
-        }
-        for (index_t o = cv.first; o < cv.first + cv.count; ++o) {
-            const index_t rel = x - w[o].first;
-            if (rel < 0 || rel % d != 0 || rel / d >= w[o].count) continue;
-            fn(o, w[o].divisor);
-        }
-    }
-
-    // Whether input x of outer axis a gathers exactly the outputs x - 1 does. Without
-    // dilation every output whose span reaches an input taps it (adaptive spans are their
-    // windows), so equal cover ranges mean equal sets; with dilation, say no.
-    bool same_as_previous(std::size_t a, index_t x) const noexcept {
-        if (x == 0 || p_.geometry.dilations[a] != 1) return false;
-        const window* c = p_.covers(a);
-        return c[x].first == c[x - 1].first && c[x].count == c[x - 1].count;
-    }
-
     // The walk every order shares: input rows [r0, r1) of one plane (outer rows: h for R = 2,
     // z * H + h for R = 3; R = 1 has one), each from the outputs that tap it, as listed in
-    // rows_ / taps_ (built once per kernel, so the walk reads no window tables).
+    // rows_ / taps_ (built once per plan, so the walk reads no window tables).
     // - enter(x0): before the first computed row of first-axis input x0 (the ring expands
     //   what its rows need);
     // - source(i, tap): lists output row tap.q = o0 * Ho + o1 with its outer divisor factor as
@@ -317,51 +377,29 @@ private:
     void walk(T* gi, index_t r0, index_t r1, Enter&& enter, Source&& source, Finish&& finish) const {
         if constexpr (R == 1) {
             (void)r0, (void)r1, (void)enter;
-            source(0, outer_tap{0, 0, T(1)});
+            source(0, bw_tap{0, 0, 1});
             finish(gi, 1);
         } else {
             const std::size_t row_bytes = static_cast<std::size_t>(W_) * sizeof(T);
             const index_t per = outer_rows() / p_.geometry.input[0];  // rows per first-axis input
             index_t x0 = r0 / per, h = r0 % per, entered = -1;
-            for (index_t r = r0; r < r1; ++r) {
+            for (index_t r = r0; r < r1;) {
                 T* dst = gi + r * W_;
-                const outer_row& t = rows_[static_cast<std::size_t>(r)];
+                const bw_row& t = rows_[r];
+                index_t run = 1;
                 if (t.copy >= r0) {
-                    std::memcpy(dst, gi + t.copy * W_, row_bytes);
+                    // Following rows that copy from the same distance back, up to where they
+                    // would read this run, go in one copy (a slab for R = 3: one call, not H).
+                    const index_t back = r - t.copy;
+                    while (run < back && r + run < r1 && rows_[r + run].copy == r + run - back) ++run;
+                    std::memcpy(dst, dst - back * W_, row_bytes * static_cast<std::size_t>(run));
                 } else {
                     if (x0 != entered) enter(entered = x0);
-                    for (index_t i = 0; i < t.n; ++i) source(i, taps_[static_cast<std::size_t>(t.first + i)]);
+                    for (index_t i = 0; i < t.n; ++i) source(i, taps_[t.first + i]);
                     finish(dst, t.n);
                 }
-                if (++h == per) h = 0, ++x0;
-            }
-        }
-    }
-
-    // rows_ / taps_: for each outer input row, the outer output rows that tap it (first-axis
-    // outputs outer, as the cover tables order them) and an earlier row with the same ones.
-    void build_rows() {
-        const pool_geometry<R>& g = p_.geometry;
-        if constexpr (R == 2) {
-            for (index_t x = 0; x < g.input[0]; ++x) {
-                const index_t first = static_cast<index_t>(taps_.size());
-                taps(0, x, [&](index_t o, index_t f) { taps_.push_back({o, o, static_cast<T>(f)}); });
-                rows_.push_back({first, static_cast<index_t>(taps_.size()) - first, same_as_previous(0, x) ? x - 1 : -1});
-            }
-        } else if constexpr (R == 3) {
-            const index_t H = g.input[1], Ho = g.output[1];
-            std::vector<std::pair<index_t, index_t>> zs;  // first-axis outputs and divisors
-            for (index_t z = 0; z < g.input[0]; ++z) {
-                zs.clear();
-                taps(0, z, [&](index_t o, index_t f) { zs.emplace_back(o, f); });
-                const bool same_z = same_as_previous(0, z);
-                for (index_t y = 0; y < H; ++y) {
-                    const index_t first = static_cast<index_t>(taps_.size()), r = z * H + y;
-                    for (const auto& t : zs)  // exact: the products are at most max_divisor
-                        taps(1, y, [&](index_t o, index_t f) { taps_.push_back({t.first, t.first * Ho + o, static_cast<T>(t.second * f)}); });
-                    const index_t copy = same_as_previous(1, y) ? r - 1 : same_z ? r - H : -1;
-                    rows_.push_back({first, static_cast<index_t>(taps_.size()) - first, copy});
-                }
+                r += run;
+                for (h += run; h >= per; h -= per) ++x0;
             }
         }
     }
@@ -371,18 +409,19 @@ private:
     void per_row(buffers& b, const T* go, T* gi, index_t r0, index_t r1) const {
         walk(
             gi, r0, r1, [](index_t) {},
-            [&](index_t i, const outer_tap& t) {
+            [&](index_t i, const bw_tap& t) {
                 b.rows[i] = go + t.q * Wo_;
-                b.factor[i] = t.factor;
+                b.factor[i] = static_cast<T>(t.factor);  // exact: at most max_divisor
             },
-            [&](T* dst, index_t n) { row(b, n, dst); });
+            [&](T* dst, index_t n) { row(b, n, dst, gi + r1 * W_); });
     }
 
-    // One output-gradient row g with outer factor f, divided and expanded into input row dst.
-    void expand(buffers& b, const T* g, T f, T* dst) const {
+    // One output-gradient row g with outer factor f, divided and expanded into ring row dst
+    // (whole vectors may spill up to dst_end: later rows of the slot, or its pad).
+    void expand(buffers& b, const T* g, T f, T* dst, const T* dst_end) const {
         T* sh = b.sp + front_;
         shares(&g, &f, 1, sh, b.go_end);
-        horizontal(b, sh, dst);
+        horizontal(b, sh, dst, dst_end);
     }
 
     // dst[0, w) = the sum of the n expanded rows listed.
@@ -419,7 +458,7 @@ private:
         const index_t rows_per = outer_rows() / p_.geometry.input[0];
         for (index_t x0 = r0 / rows_per; x0 * rows_per < r1; ++x0) {
             T v = T(0);
-            taps(0, x0, [&](index_t o, index_t f) {
+            backward_taps<R>(p_, 0, x0, [&](index_t o, index_t f) {
                 v += fixed_ ? go[o] / override_ : go[o] / (static_cast<T>(f * inner_div_) * bdiv_[0]);
             });
             const index_t a = std::max(r0, x0 * rows_per), e = std::min(r1, (x0 + 1) * rows_per);
@@ -473,7 +512,7 @@ private:
         } else {
             for (index_t m = q0 * pitch_; m < q1 * pitch_; m += L) {
                 V e, o;
-                phases(sh + m, e, o);
+                phases(sh + m, sh + m, e, o);
                 V lo, hi;
                 interleave2(e, o, lo, hi);
                 lo.store(exp + 2 * m);
@@ -483,7 +522,7 @@ private:
         exp += pb_;
         const T* const end = gi + r1 * W_;
         walk(
-            gi, r0, r1, [](index_t) {}, [&](index_t i, const outer_tap& t) { b.rows[i] = exp + t.q * epitch; },
+            gi, r0, r1, [](index_t) {}, [&](index_t i, const bw_tap& t) { b.rows[i] = exp + t.q * epitch; },
             [&](T* dst, index_t n) { sum_expanded(b, dst, n, cols_, end); });
     }
 
@@ -507,34 +546,34 @@ private:
                         for (index_t oh = 0; oh < Ho; ++oh)
                             if (w1[oh].count > 0)  // exact: the product is at most max_divisor
                                 expand(b, go + (o * Ho + oh) * Wo_, static_cast<T>(w0[o].divisor * w1[oh].divisor),
-                                       at + oh * W_);
+                                       at + oh * W_, at + slot_);
                     } else {
-                        expand(b, go + o * Wo_, static_cast<T>(w0[o].divisor), at);
+                        expand(b, go + o * Wo_, static_cast<T>(w0[o].divisor), at, at + slot_);
                     }
                 }
                 next = std::max(next, c.first + c.count);
             },
-            [&](index_t i, const outer_tap& t) { b.rows[i] = b.ring + (t.o0 % cap_) * slot_ + (t.q - t.o0 * Ho) * W_; },
+            [&](index_t i, const bw_tap& t) { b.rows[i] = b.ring + (t.o0 % cap_) * slot_ + (t.q - t.o0 * Ho) * W_; },
             [&](T* dst, index_t n) { sum_expanded(b, dst, n, W_, end); });
     }
 
-    void horizontal(buffers& b, const T* sh, T* dst) const noexcept {
+    void horizontal(buffers& b, const T* sh, T* dst, const T* dst_end) const noexcept {
         switch (mode_) {
-            case hmode::gather1: gather1(sh, dst); break;
-            case hmode::gather2: gather2(sh, dst); break;
+            case hmode::gather1: gather1(sh, dst, dst_end); break;
+            case hmode::gather2: gather2(sh, dst, dst_end); break;
             default: scatter(b.hb, sh, dst); break;
         }
     }
 
     // One input row from the n output-gradient rows (and outer factors) listed in b.
-    void row(buffers& b, index_t n, T* dst) const {
+    void row(buffers& b, index_t n, T* dst, const T* dst_end) const {
         if (n == 0) {  // no window taps this row
             std::fill(dst, dst + W_, T(0));
             return;
         }
         T* sh = b.sp + front_;
         shares(b.rows, b.factor, n, sh, b.go_end);
-        horizontal(b, sh, dst);
+        horizontal(b, sh, dst, dst_end);
     }
 
     // sh[u] = sum over the listed rows of g[u] / divisor: the outer factors summed out first
@@ -612,13 +651,15 @@ private:
 
     // Stride 1: input column x (padded position P = x + pb) gathers the shares of outputs
     // P - j * d, j < k; outputs outside [0, Wo) read the zero borders.
-    void gather1(const T* sh, T* dst) const noexcept {
+    // A last partial vector is stored whole when it stays below dst_end (its lanes past cols_
+    // are zeroed or rewritten after: later rows of the range, or slot padding).
+    void gather1(const T* sh, T* dst, const T* dst_end) const noexcept {
         index_t x = 0;
         for (; x < cols_; x += L) {
             const T* at = sh + x + pb_;
             V acc = V::load(at);
             for (index_t j = 1; j < k_; ++j) acc = acc + V::load(at - j * d_);
-            if (x + L <= cols_) {
+            if (x + L <= cols_ || dst + x + L <= dst_end) {
                 acc.store(dst + x);
             } else {
                 T tmp[V::width];
@@ -630,30 +671,38 @@ private:
     }
 
     // Stride 2: the even (e) and odd (o) positions 2m, 2m + 1 of the padded row, for the L
-    // values of m from at = sh + m.
-    void phases(const T* at, V& e, V& o) const noexcept {
-        e = V::load(at);
+    // values of m from se = sh + m (even) and so = sh + m (odd; one further on to pair odd
+    // positions with the next even ones).
+    void phases(const T* se, const T* so, V& e, V& o) const noexcept {
+        e = V::load(se);
         o = V::splat(T(0));
         if (d_ % 2 != 0) {
-            for (index_t j = 2; j < k_; j += 2) e = e + V::load(at - j * d_ / 2);
-            for (index_t j = 1; j < k_; j += 2) o = o + V::load(at - (j * d_ - 1) / 2);
+            for (index_t j = 2; j < k_; j += 2) e = e + V::load(se - j * d_ / 2);
+            for (index_t j = 1; j < k_; j += 2) o = o + V::load(so - (j * d_ - 1) / 2);
         } else {
-            for (index_t j = 1; j < k_; ++j) e = e + V::load(at - j * d_ / 2);
+            for (index_t j = 1; j < k_; ++j) e = e + V::load(se - j * d_ / 2);
         }
     }
 
     // Stride 2, in the two phases of the padded row: position 2m gathers the shares of
     // outputs m - j * d / 2 over taps j with j * d even, position 2m + 1 those of
-    // m - (j * d - 1) / 2 with j * d odd; the phases are interleaved in registers.
-    void gather2(const T* sh, T* dst) const noexcept {
-        const index_t m_end = (pb_ + cols_ + 1) / 2;
-        for (index_t m = pb_ / 2; m < m_end; m += L) {
+    // m - (j * d - 1) / 2 with j * d odd; the phases are interleaved in registers, starting
+    // at input column 0 (padded position pb: an odd pb pairs odd positions with the next
+    // even ones), so whole vectors are stored from the row's start.
+    void gather2(const T* sh, T* dst, const T* dst_end) const noexcept {
+        const index_t m0 = pb_ / 2;
+        const bool odd = pb_ % 2 != 0;
+        for (index_t x = 0; x < cols_; x += 2 * L) {
+            const T* at = sh + m0 + x / 2;
             V e, o;
-            phases(sh + m, e, o);
+            phases(at + (odd ? 1 : 0), at, e, o);
             V lo, hi;
-            interleave2(e, o, lo, hi);
-            const index_t x = 2 * m - pb_;
-            if (x >= 0 && x + 2 * L <= cols_) {
+            if (odd) {
+                interleave2(o, e, lo, hi);
+            } else {
+                interleave2(e, o, lo, hi);
+            }
+            if (x + 2 * L <= cols_ || dst + x + 2 * L <= dst_end) {
                 lo.store(dst + x);
                 hi.store(dst + x + L);
             } else {
@@ -686,16 +735,11 @@ private:
     const plan_data<R>& p_;
     index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, len_ = 0, cols_ = 0, front_ = 0;
     hmode mode_ = hmode::scatter;
-    struct outer_tap {
-        index_t o0, q;  // the first-axis output and the outer output row (o0 * Ho + o1)
-        T factor;       // the outer axes' divisors, multiplied
-    };
-    struct outer_row {
-        index_t first, n;  // taps_[first, first + n)
-        index_t copy;      // an earlier row with the same taps, or -1
-    };
-    std::vector<outer_tap> taps_;
-    std::vector<outer_row> rows_;
+    // The plan's row tables, or (planes past bw_table_rows) this call's own.
+    std::vector<bw_tap> own_taps_;
+    std::vector<bw_row> own_rows_;
+    const bw_tap* taps_ = nullptr;
+    const bw_row* rows_ = nullptr;
     bool fixed_ = false, ring_ = false, flat_ = false, whole_ = false;
     index_t inner_div_ = 1;  // whole_: the divisors of the axes between the first and the last
     index_t cap_ = 1, slot_ = 0, pitch_ = 0, flat_rows_ = 0;

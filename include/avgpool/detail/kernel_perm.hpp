@@ -162,10 +162,14 @@ bool perm_applicable(const plan_data<R>& p) noexcept {
     return perm_types<T, M>() && !p.plane_rdiv_f.empty() && !p.perm_rows.empty() && perm_geometry<R>(p);
 }
 
+// Where perm_backward keeps a zero row: this many elements before its scaled plane.
+constexpr index_t perm_zero_row = 16;
+
 /// The backward kernel's table, the transpose of perm_rows: for each outer input row, the
-/// outer output rows whose windows sum it, ascending, kc per row (padded with -1); empty if
-/// some input row is summed by more than perm_max_rows output rows, or past perm_max_outer
-/// input rows.
+/// outer output rows whose windows sum it, ascending, kc per row, as element offsets (row *
+/// Wo) into the output plane, padded with -perm_zero_row (the kernel's zero row: no select
+/// per entry); empty if some input row is summed by more than perm_max_rows output rows, or
+/// past perm_max_outer input rows.
 template <std::size_t R>
 std::vector<index_t> perm_backward_rows(const plan_data<R>& p) {
     const pool_geometry<R>& g = p.geometry;
@@ -183,7 +187,7 @@ std::vector<index_t> perm_backward_rows(const plan_data<R>& p) {
     for (index_t r = 0; r < nr; ++r)
         for (std::size_t i = 0; i < kv; ++i) {
             const index_t off = p.perm_rows[static_cast<std::size_t>(r) * kv + i];
-            if (off >= 0) lists[static_cast<std::size_t>(off / W)].push_back(r);
+            if (off >= 0) lists[static_cast<std::size_t>(off / W)].push_back(r * g.output[R - 1]);
         }
     std::size_t kc = 1;
     for (const auto& l : lists) kc = std::max(kc, l.size());
@@ -191,7 +195,7 @@ std::vector<index_t> perm_backward_rows(const plan_data<R>& p) {
     if (kc > static_cast<std::size_t>(perm_max_rows)) return rows;
     rows.reserve(lists.size() * kc);
     for (auto& l : lists) {
-        l.resize(kc, -1);
+        l.resize(kc, -perm_zero_row);
         rows.insert(rows.end(), l.begin(), l.end());
     }
     return rows;
@@ -482,7 +486,6 @@ public:
                 mask_[half * taps_ + j] |= static_cast<__mmask16>(1u << lane);
             }
         }
-        keep_ = static_cast<__mmask16>((1u << Wo_) - 1u);
         lo_ = static_cast<__mmask16>(W_ >= 16 ? 0xffffu : (1u << W_) - 1u);
         hi_ = static_cast<__mmask16>(W_ > 16 ? (1u << (W_ - 16)) - 1u : 0u);
     }
@@ -520,9 +523,8 @@ private:
     void rows(const float* grad_out, float* grad_in, index_t c0, index_t c1, index_t y0, index_t y1) const {
         const float* const rdiv = p_.template plane_reciprocals<float>();
         const index_t* const list = p_.perm_brows.data();
-        const float* const zero = zero_;
-        const index_t W = W_, Wo = Wo_, kc = V > 0 ? V : kc_, xs = xs_, os = os_;
-        const __mmask16 keep = keep_, lo = lo_, hi = hi_;
+        const index_t W = W_, kc = V > 0 ? V : kc_, xs = xs_, os = os_;
+        const __mmask16 lo = lo_, hi = hi_;
         __m512i idx[2][K];
         __mmask16 m[2][K];
         for (int h = 0; h < 2; ++h)
@@ -535,17 +537,22 @@ private:
             for (int j = 1; j < K; ++j) acc = _mm512_add_ps(acc, _mm512_maskz_permutexvar_ps(m[h][j], idx[h][j], v));
             return acc;
         };
+        // The plane's gradients times their reciprocals, once: each output row is read by up to
+        // kc input rows (four for 3x3x3 at stride 2), which scaled it at every read. A zero row
+        // sits in front for the table's padding entries; lanes past Wo hold the next row's
+        // values (or the zeros at the end), which no permute index selects.
+        std::vector<float> scaled_plane(static_cast<std::size_t>(os + 2 * perm_zero_row), 0.0f);
+        float* const sc = scaled_plane.data() + perm_zero_row;
         for (index_t c = c0; c < c1; ++c) {
             const float* const g = grad_out + c * os;
             float* const x = grad_in + c * xs;
+            for (index_t i = 0; i < os; i += 16) {
+                const __mmask16 m = static_cast<__mmask16>(os - i >= 16 ? 0xffffu : (1u << (os - i)) - 1u);
+                _mm512_mask_storeu_ps(sc + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, rdiv + i)));
+            }
             for (index_t y = y0; y < y1; ++y) {
                 const index_t* l = list + y * kc;
-                // Output row l[i]'s gradients times its reciprocals (zero rows for padding).
-                auto scaled = [&](index_t i) {
-                    const bool on = l[i] >= 0;
-                    const __m512 gv = _mm512_maskz_loadu_ps(keep, on ? g + l[i] * Wo : zero);
-                    return _mm512_mul_ps(gv, _mm512_maskz_loadu_ps(keep, on ? rdiv + l[i] * Wo : zero));
-                };
+                auto scaled = [&](index_t i) { return _mm512_loadu_ps(sc + l[i]); };
                 __m512 v = scaled(0);
                 if constexpr (V > 0) {
                     unrolled<V - 1>([&](auto i) { v = _mm512_add_ps(v, scaled(i + 1)); });
@@ -560,10 +567,9 @@ private:
 
     const plan_data<R>& p_;
     index_t W_ = 0, Wo_ = 0, xs_ = 0, os_ = 0, ni_ = 1, kc_ = 1, taps_ = 1;
-    __mmask16 keep_ = 0, lo_ = 0, hi_ = 0;
+    __mmask16 lo_ = 0, hi_ = 0;
     alignas(64) std::int32_t idx_[2 * perm_max_taps * 16] = {};
     __mmask16 mask_[2 * perm_max_taps] = {};
-    alignas(64) float zero_[16] = {};
 };
 
 /// The whole-plane form, for planes of at most 64 inputs with at most 16 outputs (ShuffleNet's

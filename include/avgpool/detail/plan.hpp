@@ -17,6 +17,17 @@
 namespace avgpool {
 namespace detail {
 
+/// The channels-first backward's walk (backward.hpp): an outer output row q (first-axis output
+/// o0) that taps an outer input row, with the outer axes' divisors multiplied.
+struct bw_tap {
+    index_t o0, q, factor;
+};
+/// An outer input row's taps, bw_taps[first, first + n), and an earlier row with the same ones
+/// (or -1).
+struct bw_row {
+    index_t first, n, copy;
+};
+
 template <std::size_t R>
 struct plan_data {
     dims<R + 2> input_shape{};   // logical {N, C, spatial...}
@@ -68,6 +79,11 @@ struct plan_data {
     // column, the outputs tapping it (perm_btaps per column).
     std::vector<index_t> perm_brows, perm_bcols;
     index_t perm_btaps = 0;
+    // The channels-first backward's row tables (backward.hpp), built once here rather than per
+    // call (a 20x40x60 plane spent 14 us of each 32 us call building them); empty when that
+    // kernel does not walk rows or the plane has more than bw_table_rows outer rows.
+    std::vector<bw_tap> bw_taps;
+    std::vector<bw_row> bw_rows;
     // The tile kernel's (kernel_tile.hpp) lists, per axis a, of the outputs with a tap at each
     // input x, ascending: tile_cover[tile_cover_at[tile_cover_axis[a] + x] ..
     // tile_cover_at[tile_cover_axis[a] + x + 1]); empty when that kernel does not apply.
