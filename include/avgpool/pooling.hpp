@@ -467,6 +467,7 @@ private:
             build_plane_reciprocals();
         if (detail::perm_geometry<R>(d_)) {
             d_.perm_rows = detail::perm_rows<R>(d_);
+            detail::perm_horizontal<R>(d_, d_.perm_hchunks, d_.perm_hidx, d_.perm_hmask, d_.perm_htaps);
             if (g.input[R - 1] <= 32 && g.output[R - 1] <= 16) {
                 d_.perm_brows = detail::perm_backward_rows<R>(d_);
                 d_.perm_bcols = detail::perm_backward_columns<R>(d_, d_.perm_btaps);

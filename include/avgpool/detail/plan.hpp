@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -75,6 +76,12 @@ struct plan_data {
     // The permute kernel's input rows per outer output row (kernel_perm.hpp); empty when that
     // kernel does not apply.
     std::vector<index_t> perm_rows;
+    // Its horizontal tables (perm_horizontal): chunk triples, lane indices and masks per chunk
+    // and tap, and the tap count.
+    std::vector<index_t> perm_hchunks;
+    std::vector<std::int32_t> perm_hidx;
+    std::vector<std::uint16_t> perm_hmask;
+    index_t perm_htaps = 0;
     // Its backward tables: per outer input row, the outer output rows summing it; per input
     // column, the outputs tapping it (perm_btaps per column).
     std::vector<index_t> perm_brows, perm_bcols;
