@@ -832,6 +832,8 @@ TEST(PermKernel, ChosenWhereItPays) {
     auto wide = avgpool::pooling<2>::create({1, 5, 56, 56}, a);
     ASSERT_TRUE(wide);
     perm_check<2>(*wide, gen, "shufflenet 56");
+    // Backward too: 16-column vectors, each from its own 16 outputs.
+    EXPECT_TRUE((dt::perm_backward_applicable<float, 2>(dt::plan_access::data(*wide))));
     avgpool::pool_attrs<1> line;
     line.kernel = {3};
     line.strides = {2};
@@ -839,6 +841,7 @@ TEST(PermKernel, ChosenWhereItPays) {
     auto row100 = avgpool::pooling<1>::create({1, 3, 100}, line);  // 51 outputs: 4 chunks
     ASSERT_TRUE(row100);
     perm_check<1>(*row100, gen, "1-D 100");
+    EXPECT_TRUE((dt::perm_backward_applicable<float, 1>(dt::plan_access::data(*row100))));
     // Not at stride 1 past 16 outputs, nor for whole 2x2 blocks past 32 (other kernels win).
     avgpool::pool_attrs<2> same;
     same.kernel = {3, 3};

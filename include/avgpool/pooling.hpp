@@ -468,9 +468,13 @@ private:
         if (detail::perm_geometry<R>(d_)) {
             d_.perm_rows = detail::perm_rows<R>(d_);
             detail::perm_horizontal<R>(d_, d_.perm_hchunks, d_.perm_hidx, d_.perm_hmask, d_.perm_htaps);
-            if (g.input[R - 1] <= 32 && g.output[R - 1] <= 16) {
-                d_.perm_brows = detail::perm_backward_rows<R>(d_);
+            if (g.input[R - 1] <= 16 * detail::perm_bmax_vecs) {
                 d_.perm_bcols = detail::perm_backward_columns<R>(d_, d_.perm_btaps);
+                d_.perm_bbase = detail::perm_backward_bases<R>(d_, d_.perm_bcols, d_.perm_btaps);
+                if (!d_.perm_bbase.empty()) {
+                    d_.perm_brows = detail::perm_backward_rows<R>(d_, detail::perm_backward_zero_gap(d_.perm_bbase));
+                    detail::perm_backward_lanes<R>(d_, d_.perm_bidx, d_.perm_bmask);
+                }
             }
         }
         if (detail::tile_geometry<R>(d_, true)) build_tile_cover();  // backward's, the wider

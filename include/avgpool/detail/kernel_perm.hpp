@@ -215,16 +215,16 @@ bool perm_applicable(const plan_data<R>& p) noexcept {
     return perm_types<T, M>() && !p.plane_rdiv_f.empty() && !p.perm_rows.empty() && !p.perm_hchunks.empty();
 }
 
-// Where perm_backward keeps a zero row: this many elements before its scaled plane.
-constexpr index_t perm_zero_row = 16;
+// The longest rows the permute backward takes: this many 16-column vectors.
+constexpr index_t perm_bmax_vecs = 8;
 
 /// The backward kernel's table, the transpose of perm_rows: for each outer input row, the
 /// outer output rows whose windows sum it, ascending, kc per row, as element offsets (row *
-/// Wo) into the output plane, padded with -perm_zero_row (the kernel's zero row: no select
-/// per entry); empty if some input row is summed by more than perm_max_rows output rows, or
-/// past perm_max_outer input rows.
+/// Wo) into the output plane, padded with -zero_gap (where the kernel keeps zeros before its
+/// scaled plane: no select per entry); empty if some input row is summed by more than
+/// perm_max_rows output rows, or past perm_max_outer input rows.
 template <std::size_t R>
-std::vector<index_t> perm_backward_rows(const plan_data<R>& p) {
+std::vector<index_t> perm_backward_rows(const plan_data<R>& p, index_t zero_gap) {
     const pool_geometry<R>& g = p.geometry;
     const index_t W = g.input[R - 1];
     index_t nr = 1, ni = 1;
@@ -248,7 +248,7 @@ std::vector<index_t> perm_backward_rows(const plan_data<R>& p) {
     if (kc > static_cast<std::size_t>(perm_max_rows)) return rows;
     rows.reserve(lists.size() * kc);
     for (auto& l : lists) {
-        l.resize(kc, -perm_zero_row);
+        l.resize(kc, -zero_gap);
         rows.insert(rows.end(), l.begin(), l.end());
     }
     return rows;
@@ -309,15 +309,70 @@ std::vector<index_t> perm_backward_columns(const plan_data<R>& p, index_t& taps)
     return cols;
 }
 
-/// Whether backward runs through the permute kernel (float, a single chunk: rows up to 32 and
-/// outputs up to 16). 16-bit storage is staged through float planes.
+/// Per 16-column vector of an input row, the first output its columns gather, so that the
+/// vector's outputs are the 16 lanes of one load from there (all 0 when a row's outputs fit
+/// one vector); empty if some vector's outputs span more than 16 or the row is longer than
+/// perm_bmax_vecs vectors.
+template <std::size_t R>
+std::vector<index_t> perm_backward_bases(const plan_data<R>& p, const std::vector<index_t>& cols, index_t taps) {
+    const index_t W = p.geometry.input[R - 1], Wo = p.geometry.output[R - 1], nv = (W + 15) / 16;
+    if (nv > perm_bmax_vecs || taps < 1) return {};
+    // 3-D rows past one vector of outputs or two of columns keep the row transpose, which
+    // copies the slices that gather the same outputs (2x3x4 on 20x40x60: 94 against 106 us).
+    if (R == 3 && (nv > 2 || Wo > 16)) return {};
+    std::vector<index_t> bases(static_cast<std::size_t>(nv), 0);
+    if (Wo <= 16) return bases;
+    for (index_t h = 0; h < nv; ++h) {
+        index_t lo = Wo, hi = -1;
+        for (index_t c = 16 * h; c < std::min(W, 16 * h + 16); ++c)
+            for (index_t j = 0; j < taps; ++j) {
+                const index_t o = cols[static_cast<std::size_t>(c * taps + j)];
+                if (o < 0) continue;
+                lo = std::min(lo, o);
+                hi = std::max(hi, o);
+            }
+        if (hi < 0) continue;  // no window taps these columns
+        if (hi - lo >= 16) return {};
+        bases[static_cast<std::size_t>(h)] = lo;
+    }
+    return bases;
+}
+
+/// The backward kernel's lane tables, built once per plan (building them per call took a
+/// quarter of a 1-D call on 32 rows of 100): per 16-column vector h and cover slot j, 16 lane
+/// indices (output - the vector's base) and a lane mask.
+template <std::size_t R>
+void perm_backward_lanes(const plan_data<R>& p, std::vector<std::int32_t>& idx, std::vector<std::uint16_t>& mask) {
+    const index_t W = p.geometry.input[R - 1], nv = (W + 15) / 16, taps = p.perm_btaps;
+    idx.assign(static_cast<std::size_t>(nv * taps * 16), 0);
+    mask.assign(static_cast<std::size_t>(nv * taps), 0);
+    for (index_t c = 0; c < W; ++c) {
+        const index_t h = c / 16, lane = c % 16;
+        for (index_t j = 0; j < taps; ++j) {
+            const index_t o = p.perm_bcols[static_cast<std::size_t>(c * taps + j)];
+            if (o < 0) continue;
+            idx[static_cast<std::size_t>((h * taps + j) * 16 + lane)] = static_cast<std::int32_t>(o - p.perm_bbase[static_cast<std::size_t>(h)]);
+            mask[static_cast<std::size_t>(h * taps + j)] |= static_cast<std::uint16_t>(1u << lane);
+        }
+    }
+}
+
+/// The zeros perm_backward keeps before each scaled plane: a whole vector read from any base.
+inline index_t perm_backward_zero_gap(const std::vector<index_t>& bases) noexcept {
+    index_t most = 0;
+    for (const index_t b : bases) most = std::max(most, b);
+    return (most + 31) / 16 * 16;
+}
+
+/// Whether backward runs through the permute kernel (float; rows of 8 to 16 * perm_bmax_vecs
+/// columns whose 16-column vectors each gather at most 16 consecutive outputs). 16-bit storage
+/// is staged through float planes.
 template <class T, std::size_t R>
 bool perm_backward_applicable(const plan_data<R>& p) noexcept {
-    if (!perm_applicable<T, R>(p) || p.perm_brows.empty()) return false;
+    if (!perm_applicable<T, R>(p) || p.perm_brows.empty() || p.perm_bbase.empty()) return false;
     // Rows under 8 leave most lanes idle: I3D's 2x7x7 head on 8x7x7 planes took 161 us here
     // against 56 us through the row transpose (8-wide rows of pool_ci_3d: 36 against 66 us).
-    const index_t W = p.geometry.input[R - 1];
-    return W >= 8 && W <= 32 && p.geometry.output[R - 1] <= 16 && p.perm_btaps >= 1 && p.perm_btaps <= perm_max_taps;
+    return p.geometry.input[R - 1] >= 8 && p.perm_btaps >= 1 && p.perm_btaps <= perm_max_taps;
 }
 
 #if AVGPOOL_PERM_KERNEL
@@ -532,10 +587,11 @@ private:
     alignas(64) unsigned char zero_[16 * sizeof(float)] = {};  // a zero vector of 16 M
 };
 
-/// Backward through permutes, float: for each input row, the sum over the output rows whose
-/// windows sum it of their gradients times 1 / divisor (Wo lanes), then one one-source permute
-/// per horizontal cover slot spreads those sums over the row's columns: column c, slot j, takes
-/// the j-th output whose window taps c. Each input row is written once, in full.
+/// Backward through permutes, float: for each input row and 16-column vector of it, the sum
+/// over the output rows whose windows sum the row of their gradients times 1 / divisor (16
+/// consecutive outputs from the vector's base), then one one-source permute per horizontal
+/// cover slot spreads those sums over the vector's columns: column c, slot j, takes the j-th
+/// output whose window taps c. Each input row is written once, in full.
 template <std::size_t R>
 class perm_backward {
 public:
@@ -549,17 +605,17 @@ public:
         for (std::size_t a = 0; a + 1 < R; ++a) ni_ *= g.input[a];
         kc_ = static_cast<index_t>(p.perm_brows.size()) / ni_;
         taps_ = p.perm_btaps;
-        for (index_t c = 0; c < W_; ++c) {
-            const index_t half = c / 16, lane = c % 16;
-            for (index_t j = 0; j < taps_; ++j) {
-                const index_t o = p.perm_bcols[static_cast<std::size_t>(c * taps_ + j)];
-                if (o < 0) continue;
-                idx_[(half * taps_ + j) * 16 + lane] = static_cast<std::int32_t>(o);
-                mask_[half * taps_ + j] |= static_cast<__mmask16>(1u << lane);
-            }
+        nv_ = (W_ + 15) / 16;
+        zero_gap_ = perm_backward_zero_gap(p.perm_bbase);
+        for (index_t h = 0; h < nv_; ++h) {
+            base_[h] = p.perm_bbase[static_cast<std::size_t>(h)];
+            const index_t n = std::min<index_t>(16, W_ - 16 * h);
+            store_[h] = static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u);
         }
-        lo_ = static_cast<__mmask16>(W_ >= 16 ? 0xffffu : (1u << W_) - 1u);
-        hi_ = static_cast<__mmask16>(W_ > 16 ? (1u << (W_ - 16)) - 1u : 0u);
+        // Copied from the plan's (perm_backward_lanes) to an aligned place: a table vector
+        // split over two cache lines is a slower load.
+        std::memcpy(idx_, p.perm_bidx.data(), p.perm_bidx.size() * sizeof(std::int32_t));
+        std::memcpy(mask_, p.perm_bmask.data(), p.perm_bmask.size() * sizeof(std::uint16_t));
     }
 
     /// grad_in planes item_begin .. item_end - 1 from grad_out.
@@ -575,6 +631,7 @@ public:
 private:
     void dispatch(const float* g, float* gi, index_t c0, index_t c1, index_t y0, index_t y1) const {
         if (taps_ == 1 && kc_ == 1) return rows<1, 1>(g, gi, c0, c1, y0, y1);
+        if (taps_ == 2 && kc_ == 1) return rows<2, 1>(g, gi, c0, c1, y0, y1);  // 1-D
         if (taps_ == 2 && kc_ == 2) return rows<2, 2>(g, gi, c0, c1, y0, y1);
         if (taps_ == 3 && kc_ == 3) return rows<3, 3>(g, gi, c0, c1, y0, y1);
         if (taps_ == 2 && kc_ == 4) return rows<2, 4>(g, gi, c0, c1, y0, y1);
@@ -595,53 +652,97 @@ private:
     void rows(const float* grad_out, float* grad_in, index_t c0, index_t c1, index_t y0, index_t y1) const {
         const float* const rdiv = p_.template plane_reciprocals<float>();
         const index_t* const list = p_.perm_brows.data();
-        const index_t W = W_, kc = V > 0 ? V : kc_, xs = xs_, os = os_;
-        const __mmask16 lo = lo_, hi = hi_;
-        __m512i idx[2][K];
-        __mmask16 m[2][K];
-        for (int h = 0; h < 2; ++h)
-            for (int j = 0; j < K; ++j) {
-                idx[h][j] = _mm512_loadu_si512(idx_ + (h * K + j) * 16);
-                m[h][j] = mask_[h * K + j];
+        const index_t W = W_, kc = V > 0 ? V : kc_, xs = xs_, os = os_, nv = nv_, gap = zero_gap_;
+        // The sum of the scaled output rows input row y gathers, 16 lanes from `from`.
+        auto gather = [&](const float* sc, index_t y, index_t from) {
+            const index_t* l = list + y * kc;
+            auto scaled = [&](index_t i) { return _mm512_loadu_ps(sc + l[i] + from); };
+            __m512 v = scaled(0);
+            if constexpr (V > 0) {
+                unrolled<V - 1>([&](auto i) { v = _mm512_add_ps(v, scaled(i + 1)); });
+            } else {
+                for (index_t i = 1; i < kc; ++i) v = _mm512_add_ps(v, scaled(i));
             }
-        auto spread = [&](__m512 v, int h) {
-            __m512 acc = _mm512_maskz_permutexvar_ps(m[h][0], idx[h][0], v);
-            for (int j = 1; j < K; ++j) acc = _mm512_add_ps(acc, _mm512_maskz_permutexvar_ps(m[h][j], idx[h][j], v));
+            return v;
+        };
+        auto spread = [&](__m512 v, const __m512i* ix, const __mmask16* m) {
+            __m512 acc = _mm512_maskz_permutexvar_ps(m[0], ix[0], v);
+            for (int j = 1; j < K; ++j) acc = _mm512_add_ps(acc, _mm512_maskz_permutexvar_ps(m[j], ix[j], v));
             return acc;
         };
-        // The plane's gradients times their reciprocals, once: each output row is read by up to
-        // kc input rows (four for 3x3x3 at stride 2), which scaled it at every read. A zero row
-        // sits in front for the table's padding entries; lanes past Wo hold the next row's
-        // values (or the zeros at the end), which no permute index selects.
-        std::vector<float> scaled_plane(static_cast<std::size_t>(os + 2 * perm_zero_row), 0.0f);
-        float* const sc = scaled_plane.data() + perm_zero_row;
-        for (index_t c = c0; c < c1; ++c) {
-            const float* const g = grad_out + c * os;
-            float* const x = grad_in + c * xs;
+        // Each plane's gradients times their reciprocals, once: each output row is read by up
+        // to kc input rows (four for 3x3x3 at stride 2), which scaled it at every read. Zeros
+        // sit before each scaled plane for the table's padding entries; lanes past a row's
+        // outputs hold the next row's values (or zeros), which no permute index selects.
+        auto scale = [&](const float* g, float* sc) {
             for (index_t i = 0; i < os; i += 16) {
                 const __mmask16 m = static_cast<__mmask16>(os - i >= 16 ? 0xffffu : (1u << (os - i)) - 1u);
                 _mm512_mask_storeu_ps(sc + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, rdiv + i)));
             }
-            for (index_t y = y0; y < y1; ++y) {
-                const index_t* l = list + y * kc;
-                auto scaled = [&](index_t i) { return _mm512_loadu_ps(sc + l[i]); };
-                __m512 v = scaled(0);
-                if constexpr (V > 0) {
-                    unrolled<V - 1>([&](auto i) { v = _mm512_add_ps(v, scaled(i + 1)); });
-                } else {
-                    for (index_t i = 1; i < kc; ++i) v = _mm512_add_ps(v, scaled(i));
+        };
+        if (nv <= 2 && Wo_ <= 16) {
+            // Rows up to 32 whose outputs fit one vector: one sum per row, both halves' tables
+            // in registers.
+            __m512i idx[2][K];
+            __mmask16 m[2][K];
+            for (int h = 0; h < 2; ++h)
+                for (int j = 0; j < K; ++j) {
+                    idx[h][j] = h < nv ? _mm512_loadu_si512(idx_ + (h * K + j) * 16) : _mm512_setzero_si512();
+                    m[h][j] = h < nv ? mask_[h * K + j] : 0;
                 }
-                _mm512_mask_storeu_ps(x + y * W, lo, spread(v, 0));
-                if (hi != 0) _mm512_mask_storeu_ps(x + y * W + 16, hi, spread(v, 1));
+            const __mmask16 lo = store_[0], hi = nv > 1 ? store_[1] : 0;
+            std::vector<float> scaled_plane(static_cast<std::size_t>(gap + os + 16), 0.0f);
+            float* const sc = scaled_plane.data() + gap;
+            // (Halves indexed by constants here, so that the tables stay in registers.)
+            auto half = [&](__m512 v, int h) {
+                __m512 acc = _mm512_maskz_permutexvar_ps(m[h][0], idx[h][0], v);
+                for (int j = 1; j < K; ++j) acc = _mm512_add_ps(acc, _mm512_maskz_permutexvar_ps(m[h][j], idx[h][j], v));
+                return acc;
+            };
+            for (index_t c = c0; c < c1; ++c) {
+                float* const x = grad_in + c * xs;
+                scale(grad_out + c * os, sc);
+                for (index_t y = y0; y < y1; ++y) {
+                    const __m512 v = gather(sc, y, 0);
+                    _mm512_mask_storeu_ps(x + y * W, lo, half(v, 0));
+                    if (hi != 0) _mm512_mask_storeu_ps(x + y * W + 16, hi, half(v, 1));
+                }
+            }
+            return;
+        }
+        // Longer rows: vector by vector over a block of planes in L1 (their scaled planes side
+        // by side), each vector's tables in registers for all the block's rows.
+        const index_t block = std::min(c1 - c0, std::max<index_t>(1, perm_block_bytes / (xs * static_cast<index_t>(sizeof(float)))));
+        const index_t pitch = gap + os;  // a scaled plane and the zeros before it
+        std::vector<float> scaled(static_cast<std::size_t>(block * pitch + 16), 0.0f);
+        for (index_t cb = c0; cb < c1; cb += block) {
+            const index_t n = std::min(block, c1 - cb);
+            for (index_t b = 0; b < n; ++b) scale(grad_out + (cb + b) * os, scaled.data() + b * pitch + gap);
+            for (index_t h = 0; h < nv; ++h) {
+                __m512i ix[K];
+                __mmask16 m[K];
+                for (int j = 0; j < K; ++j) {
+                    ix[j] = _mm512_loadu_si512(idx_ + (h * K + j) * 16);
+                    m[j] = mask_[h * K + j];
+                }
+                const index_t from = base_[h], col = 16 * h;
+                const __mmask16 keep = store_[h];
+                for (index_t b = 0; b < n; ++b) {
+                    const float* const sc = scaled.data() + b * pitch + gap;
+                    float* const x = grad_in + (cb + b) * xs + col;
+                    for (index_t y = y0; y < y1; ++y) _mm512_mask_storeu_ps(x + y * W, keep, spread(gather(sc, y, from), ix, m));
+                }
             }
         }
     }
 
     const plan_data<R>& p_;
-    index_t W_ = 0, Wo_ = 0, xs_ = 0, os_ = 0, ni_ = 1, kc_ = 1, taps_ = 1;
-    __mmask16 lo_ = 0, hi_ = 0;
-    alignas(64) std::int32_t idx_[2 * perm_max_taps * 16] = {};
-    __mmask16 mask_[2 * perm_max_taps] = {};
+    index_t W_ = 0, Wo_ = 0, xs_ = 0, os_ = 0, ni_ = 1, kc_ = 1, taps_ = 1, nv_ = 1, zero_gap_ = 16;
+    index_t base_[perm_bmax_vecs] = {};      // per column vector: its first output
+    __mmask16 store_[perm_bmax_vecs] = {};  // and its columns inside the row
+    // Per column vector and cover slot (only the used part is copied: no 4 KiB clear).
+    alignas(64) std::int32_t idx_[perm_bmax_vecs * perm_max_taps * 16];
+    std::uint16_t mask_[perm_bmax_vecs * perm_max_taps];
 };
 
 /// The whole-plane form, for planes of at most 64 inputs with at most 16 outputs (ShuffleNet's

@@ -86,6 +86,11 @@ struct plan_data {
     // column, the outputs tapping it (perm_btaps per column).
     std::vector<index_t> perm_brows, perm_bcols;
     index_t perm_btaps = 0;
+    // Per 16-column vector of an input row, the first output it gathers (empty when the
+    // backward kernel does not apply).
+    std::vector<index_t> perm_bbase;
+    std::vector<std::int32_t> perm_bidx;  // and per vector and cover slot, lanes and masks
+    std::vector<std::uint16_t> perm_bmask;
     // The channels-first backward's row tables (backward.hpp), built once here rather than per
     // call (a 20x40x60 plane spent 14 us of each 32 us call building them); empty when that
     // kernel does not walk rows or the plane has more than bw_table_rows outer rows.
