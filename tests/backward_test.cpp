@@ -462,4 +462,29 @@ TEST(Backward, WidePlanesMatchReference) {
     expect_fast_matches<double, 2>(*p2, gen, true);
 }
 
+// The row tables a plan keeps for backward stay bounded (65536 outer rows of 16x16 covers
+// made a 346 MB plan); a plan past the bound builds them per call and still matches.
+TEST(Backward, KeptTablesBounded) {
+    namespace dt = avgpool::detail;
+    avgpool::pool_attrs<3> a;
+    a.kernel = {16, 16, 1};
+    auto big = avgpool::pooling<3>::create({1, 1, 256, 256, 4}, a);
+    ASSERT_TRUE(big.ok());
+    const auto& d = dt::plan_access::data(*big);
+    EXPECT_TRUE((dt::backward_cf_applicable<float, 3>(d)));
+    EXPECT_TRUE(d.bw_taps.empty());
+    EXPECT_LE(static_cast<index_t>(d.bw_taps.size()), dt::bw_table_taps);
+    auto small = avgpool::pooling<3>::create({1, 1, 24, 24, 4}, a);
+    ASSERT_TRUE(small.ok());
+    EXPECT_FALSE(dt::plan_access::data(*small).bw_taps.empty());  // kept where it is small
+    std::mt19937_64 gen(9);
+    avgpool::pool_attrs<3> c;
+    c.kernel = {9, 9, 1};
+    c.strides = {4, 4, 1};
+    auto tall = avgpool::pooling<3>::create({1, 1, 40, 2048, 4}, c);  // 81920 outer rows
+    ASSERT_TRUE(tall.ok());
+    EXPECT_TRUE(dt::plan_access::data(*tall).bw_taps.empty());
+    expect_fast_matches<float, 3>(*tall, gen, true);
+}
+
 }  // namespace

@@ -107,9 +107,12 @@ index_t max_cover(const plan_data<R>& p, std::size_t a) noexcept {
     return m;
 }
 
-// Plans with more outer input rows than this build backward's row tables per call instead of
-// keeping them (plan memory stays bounded; such planes cost far more than the build).
+// Plans whose backward row tables would pass this many outer rows, or this many taps (bounded
+// by rows times the largest cover of each outer axis), build them per call instead of keeping
+// them: plan memory and creation time stay bounded (review: 65536 rows of 16x16 covers made a
+// 346 MB, 0.47 s plan), and such planes cost far more than the build.
 constexpr index_t bw_table_rows = 65536;
+constexpr index_t bw_table_taps = index_t(1) << 18;
 
 /// Calls fn(o, divisor factor) for each output of outer axis a with a tap at input x.
 template <std::size_t R, class Fn>
@@ -195,9 +198,13 @@ bool backward_cf_applicable(const plan_data<R>& p) noexcept {
 template <std::size_t R>
 bool backward_rows_kept(const plan_data<R>& p) noexcept {
     if (R < 2 || p.global || inner_axes_whole<R>(p) || !backward_cf_applicable<double, R>(p)) return false;
-    index_t rows = 1;
-    for (std::size_t a = 0; a + 1 < R; ++a) rows *= p.geometry.input[a];
-    return rows <= bw_table_rows;
+    index_t rows = 1, taps = 1;
+    for (std::size_t a = 0; a + 1 < R; ++a) {
+        rows *= p.geometry.input[a];
+        taps *= max_cover<R>(p, a);  // at most bw_max_rows (applicable)
+        if (rows > bw_table_rows) return false;
+    }
+    return rows * taps <= bw_table_taps;
 }
 
 /// The orders backward_cf can run in (best: flat where it fits, else ring, else per row).
@@ -735,7 +742,7 @@ private:
     const plan_data<R>& p_;
     index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, len_ = 0, cols_ = 0, front_ = 0;
     hmode mode_ = hmode::scatter;
-    // The plan's row tables, or (planes past bw_table_rows) this call's own.
+    // The plan's row tables, or (past bw_table_rows / bw_table_taps) this call's own.
     std::vector<bw_tap> own_taps_;
     std::vector<bw_row> own_rows_;
     const bw_tap* taps_ = nullptr;

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -217,6 +218,9 @@ bool perm_applicable(const plan_data<R>& p) noexcept {
 
 // The longest rows the permute backward takes: this many 16-column vectors.
 constexpr index_t perm_bmax_vecs = 8;
+// The most floats of scaled gradients (and zeros) it keeps for a plane: past that the copy
+// falls out of cache and costs more than it saves.
+constexpr index_t perm_bscale_max = 16384;
 
 /// The backward kernel's table, the transpose of perm_rows: for each outer input row, the
 /// outer output rows whose windows sum it, ascending, kc per row, as element offsets (row *
@@ -320,6 +324,8 @@ std::vector<index_t> perm_backward_bases(const plan_data<R>& p, const std::vecto
     // 3-D rows past one vector of outputs or two of columns keep the row transpose, which
     // copies the slices that gather the same outputs (2x3x4 on 20x40x60: 94 against 106 us).
     if (R == 3 && (nv > 2 || Wo > 16)) return {};
+    // Long rows always scale a copy of the plane first, so their planes must fit it.
+    if ((nv > 2 || Wo > 16) && p.output_spatial_volume() + 64 > perm_bscale_max) return {};
     std::vector<index_t> bases(static_cast<std::size_t>(nv), 0);
     if (Wo <= 16) return bases;
     for (index_t h = 0; h < nv; ++h) {
@@ -671,14 +677,35 @@ private:
             return acc;
         };
         // Each plane's gradients times their reciprocals, once: each output row is read by up
-        // to kc input rows (four for 3x3x3 at stride 2), which scaled it at every read. Zeros
-        // sit before each scaled plane for the table's padding entries; lanes past a row's
-        // outputs hold the next row's values (or zeros), which no permute index selects.
+        // to kc input rows (four for 3x3x3 at stride 2), which scaled it at every read. Only
+        // the output rows [s0, s1) (elements) the input rows y0 .. y1 - 1 gather are scaled:
+        // a split call scaling the whole plane cost 13x on one plane cut in many pieces
+        // (review). Zeros sit before each scaled plane for the table's padding entries and
+        // after its last row; lanes past a row's outputs hold the next row's values (or
+        // those zeros), which no permute index selects.
+        index_t s0 = 0, s1 = os;
+        if (y0 > 0 || y1 < ni_) {
+            s0 = os, s1 = 0;
+            for (const index_t* l = list + y0 * kc; l < list + y1 * kc; ++l)
+                if (*l >= 0) s0 = std::min(s0, *l), s1 = std::max(s1, *l + Wo_);
+            if (s1 <= s0) s0 = s1 = 0;  // no input row of the range gathers anything
+        }
         auto scale = [&](const float* g, float* sc) {
-            for (index_t i = 0; i < os; i += 16) {
-                const __mmask16 m = static_cast<__mmask16>(os - i >= 16 ? 0xffffu : (1u << (os - i)) - 1u);
+            for (index_t i = s0; i < s1; i += 16) {
+                const __mmask16 m = static_cast<__mmask16>(s1 - i >= 16 ? 0xffffu : (1u << (s1 - i)) - 1u);
                 _mm512_mask_storeu_ps(sc + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, rdiv + i)));
             }
+        };
+        // Room for n planes (each after its zeros), uninitialized but for the zeros before
+        // and after each plane's scaled span: scale() writes the rest of what gathers read.
+        auto scratch = [&](index_t n) {
+            std::unique_ptr<float[]> buf(new float[static_cast<std::size_t>(n * (gap + os) + 16)]);
+            for (index_t b = 0; b < n; ++b) {
+                float* const sc = buf.get() + b * (gap + os) + gap;
+                std::fill(sc - gap, sc, 0.0f);
+                std::fill(sc + s1, sc + s1 + 16, 0.0f);
+            }
+            return buf;
         };
         if (nv <= 2 && Wo_ <= 16) {
             // Rows up to 32 whose outputs fit one vector: one sum per row, both halves' tables
@@ -691,14 +718,39 @@ private:
                     m[h][j] = h < nv ? mask_[h * K + j] : 0;
                 }
             const __mmask16 lo = store_[0], hi = nv > 1 ? store_[1] : 0;
-            std::vector<float> scaled_plane(static_cast<std::size_t>(gap + os + 16), 0.0f);
-            float* const sc = scaled_plane.data() + gap;
             // (Halves indexed by constants here, so that the tables stay in registers.)
             auto half = [&](__m512 v, int h) {
                 __m512 acc = _mm512_maskz_permutexvar_ps(m[h][0], idx[h][0], v);
                 for (int j = 1; j < K; ++j) acc = _mm512_add_ps(acc, _mm512_maskz_permutexvar_ps(m[h][j], idx[h][j], v));
                 return acc;
             };
+            if (os + gap + 16 > perm_bscale_max) {
+                // Tall planes: the scaled copy would not stay in cache (8192x32: 40 against
+                // 75 us), so each row scales what it reads, padding entries reading zeros.
+                const __mmask16 keep = static_cast<__mmask16>((1u << Wo_) - 1u);
+                const __m512 zero = _mm512_setzero_ps();
+                for (index_t c = c0; c < c1; ++c) {
+                    const float* const g = grad_out + c * os;
+                    float* const x = grad_in + c * xs;
+                    for (index_t y = y0; y < y1; ++y) {
+                        const index_t* l = list + y * kc;
+                        auto term = [&](index_t i) {
+                            return l[i] < 0 ? zero : _mm512_mul_ps(_mm512_maskz_loadu_ps(keep, g + l[i]), _mm512_maskz_loadu_ps(keep, rdiv + l[i]));
+                        };
+                        __m512 v = term(0);
+                        if constexpr (V > 0) {
+                            unrolled<V - 1>([&](auto i) { v = _mm512_add_ps(v, term(i + 1)); });
+                        } else {
+                            for (index_t i = 1; i < kc; ++i) v = _mm512_add_ps(v, term(i));
+                        }
+                        _mm512_mask_storeu_ps(x + y * W, lo, half(v, 0));
+                        if (hi != 0) _mm512_mask_storeu_ps(x + y * W + 16, hi, half(v, 1));
+                    }
+                }
+                return;
+            }
+            const auto scaled_plane = scratch(1);
+            float* const sc = scaled_plane.get() + gap;
             for (index_t c = c0; c < c1; ++c) {
                 float* const x = grad_in + c * xs;
                 scale(grad_out + c * os, sc);
@@ -714,10 +766,10 @@ private:
         // by side), each vector's tables in registers for all the block's rows.
         const index_t block = std::min(c1 - c0, std::max<index_t>(1, perm_block_bytes / (xs * static_cast<index_t>(sizeof(float)))));
         const index_t pitch = gap + os;  // a scaled plane and the zeros before it
-        std::vector<float> scaled(static_cast<std::size_t>(block * pitch + 16), 0.0f);
+        const auto scaled = scratch(block);
         for (index_t cb = c0; cb < c1; cb += block) {
             const index_t n = std::min(block, c1 - cb);
-            for (index_t b = 0; b < n; ++b) scale(grad_out + (cb + b) * os, scaled.data() + b * pitch + gap);
+            for (index_t b = 0; b < n; ++b) scale(grad_out + (cb + b) * os, scaled.get() + b * pitch + gap);
             for (index_t h = 0; h < nv; ++h) {
                 __m512i ix[K];
                 __mmask16 m[K];
@@ -728,7 +780,7 @@ private:
                 const index_t from = base_[h], col = 16 * h;
                 const __mmask16 keep = store_[h];
                 for (index_t b = 0; b < n; ++b) {
-                    const float* const sc = scaled.data() + b * pitch + gap;
+                    const float* const sc = scaled.get() + b * pitch + gap;
                     float* const x = grad_in + (cb + b) * xs + col;
                     for (index_t y = y0; y < y1; ++y) _mm512_mask_storeu_ps(x + y * W, keep, spread(gather(sc, y, from), ix, m));
                 }

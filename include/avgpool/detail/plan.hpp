@@ -93,7 +93,7 @@ struct plan_data {
     std::vector<std::uint16_t> perm_bmask;
     // The channels-first backward's row tables (backward.hpp), built once here rather than per
     // call (a 20x40x60 plane spent 14 us of each 32 us call building them); empty when that
-    // kernel does not walk rows or the plane has more than bw_table_rows outer rows.
+    // kernel does not walk rows or the plane passes bw_table_rows / bw_table_taps.
     std::vector<bw_tap> bw_taps;
     std::vector<bw_row> bw_rows;
     // The tile kernel's (kernel_tile.hpp) lists, per axis a, of the outputs with a tap at each
