@@ -383,6 +383,20 @@ bool perm_backward_applicable(const plan_data<R>& p) noexcept {
 
 #if AVGPOOL_PERM_KERNEL
 
+// f(0) + f(1) + ... + f(n - 1), in order: unrolled when N > 0 (then n == N), else a loop
+// (the permute kernels' vertical sums; short loops of varying trip counts mispredict).
+template <int N, class F>
+AVGPOOL_ALWAYS_INLINE __m512 perm_sum(index_t n, F&& f) {
+    __m512 acc = f(index_t(0));
+    if constexpr (N > 0) {
+        (void)n;
+        unrolled<N - 1>([&](auto i) { acc = _mm512_add_ps(acc, f(static_cast<index_t>(i) + 1)); });
+    } else {
+        for (index_t i = 1; i < n; ++i) acc = _mm512_add_ps(acc, f(i));
+    }
+    return acc;
+}
+
 // 16 lanes of M under a mask (lanes outside it are not touched), as float.
 AVGPOOL_ALWAYS_INLINE __m512 perm_load(__mmask16 k, const float* p) noexcept { return _mm512_maskz_loadu_ps(k, p); }
 AVGPOOL_ALWAYS_INLINE void perm_store(float* p, __mmask16 k, __m512 v) noexcept { _mm512_mask_storeu_ps(p, k, v); }
@@ -502,14 +516,7 @@ private:
         // under keep.
         auto down = [&](const M* x, index_t r, __mmask16 keep, index_t col) {
             const index_t* o = off + r * kv;
-            auto row = [&](index_t i) { return perm_load(keep, o[i] >= 0 ? x + o[i] + col : zero); };
-            __m512 acc = row(0);
-            if constexpr (V > 0) {
-                unrolled<V - 1>([&](auto i) { acc = _mm512_add_ps(acc, row(i + 1)); });
-            } else {
-                for (index_t i = 1; i < kv; ++i) acc = _mm512_add_ps(acc, row(i));
-            }
-            return acc;
+            return perm_sum<V>(kv, [&](index_t i) { return perm_load(keep, o[i] >= 0 ? x + o[i] + col : zero); });
         };
         const __m512 z = _mm512_setzero_ps();
         // Longer rows: chunk by chunk, each with its own tables.
@@ -662,14 +669,7 @@ private:
         // The sum of the scaled output rows input row y gathers, 16 lanes from `from`.
         auto gather = [&](const float* sc, index_t y, index_t from) {
             const index_t* l = list + y * kc;
-            auto scaled = [&](index_t i) { return _mm512_loadu_ps(sc + l[i] + from); };
-            __m512 v = scaled(0);
-            if constexpr (V > 0) {
-                unrolled<V - 1>([&](auto i) { v = _mm512_add_ps(v, scaled(i + 1)); });
-            } else {
-                for (index_t i = 1; i < kc; ++i) v = _mm512_add_ps(v, scaled(i));
-            }
-            return v;
+            return perm_sum<V>(kc, [&](index_t i) { return _mm512_loadu_ps(sc + l[i] + from); });
         };
         auto spread = [&](__m512 v, const __m512i* ix, const __mmask16* m) {
             __m512 acc = _mm512_maskz_permutexvar_ps(m[0], ix[0], v);
@@ -734,15 +734,9 @@ private:
                     float* const x = grad_in + c * xs;
                     for (index_t y = y0; y < y1; ++y) {
                         const index_t* l = list + y * kc;
-                        auto term = [&](index_t i) {
+                        const __m512 v = perm_sum<V>(kc, [&](index_t i) {
                             return l[i] < 0 ? zero : _mm512_mul_ps(_mm512_maskz_loadu_ps(keep, g + l[i]), _mm512_maskz_loadu_ps(keep, rdiv + l[i]));
-                        };
-                        __m512 v = term(0);
-                        if constexpr (V > 0) {
-                            unrolled<V - 1>([&](auto i) { v = _mm512_add_ps(v, term(i + 1)); });
-                        } else {
-                            for (index_t i = 1; i < kc; ++i) v = _mm512_add_ps(v, term(i));
-                        }
+                        });
                         _mm512_mask_storeu_ps(x + y * W, lo, half(v, 0));
                         if (hi != 0) _mm512_mask_storeu_ps(x + y * W + 16, hi, half(v, 1));
                     }
@@ -881,24 +875,13 @@ private:
                 auto tap = [&](index_t t) {
                     return perm_load(mk[t], reinterpret_cast<const M*>(x + static_cast<std::uintptr_t>(o[t] * static_cast<index_t>(sizeof(M)))));
                 };
-                __m512 acc = tap(0);
-                if constexpr (KV > 0) {
-                    unrolled<KV - 1>([&](auto t) { acc = _mm512_add_ps(acc, tap(t + 1)); });
-                } else {
-                    for (index_t t = 1; t < kv; ++t) acc = _mm512_add_ps(acc, tap(t));
-                }
-                sv[v] = acc;
+                sv[v] = perm_sum<KV>(kv, tap);
             });
             auto hsum = [&](index_t t) {
                 const __m512 a = _mm512_maskz_permutex2var_ps(hmask_[t], sv[0], ia[t], sv[1]);
                 return _mm512_add_ps(a, _mm512_maskz_permutex2var_ps(hmask_[perm_max_taps + t], sv[2], ib[t], sv[3]));
             };
-            __m512 acc = hsum(0);
-            if constexpr (KH > 0) {
-                unrolled<KH - 1>([&](auto t) { acc = _mm512_add_ps(acc, hsum(t + 1)); });
-            } else {
-                for (index_t t = 1; t < kh; ++t) acc = _mm512_add_ps(acc, hsum(t));
-            }
+            __m512 acc = perm_sum<KH>(kh, hsum);
             if (rdiv != nullptr) acc = _mm512_mul_ps(acc, scale);
             perm_store(out + c * os, keep, acc);
         }
