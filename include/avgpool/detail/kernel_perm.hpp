@@ -313,21 +313,27 @@ std::vector<index_t> perm_backward_columns(const plan_data<R>& p, index_t& taps)
     return cols;
 }
 
+/// The zeros perm_backward keeps before each scaled plane: a whole vector read from any base.
+inline index_t perm_backward_zero_gap(const std::vector<index_t>& bases) noexcept {
+    index_t most = 0;
+    for (const index_t b : bases) most = std::max(most, b);
+    return (most + 31) / 16 * 16;
+}
+
 /// Per 16-column vector of an input row, the first output its columns gather, so that the
 /// vector's outputs are the 16 lanes of one load from there (all 0 when a row's outputs fit
 /// one vector); empty if some vector's outputs span more than 16 or the row is longer than
-/// perm_bmax_vecs vectors.
+/// perm_bmax_vecs vectors, or long rows (which always scale a copy of the plane first) have
+/// planes whose copy would pass perm_bscale_max.
 template <std::size_t R>
 std::vector<index_t> perm_backward_bases(const plan_data<R>& p, const std::vector<index_t>& cols, index_t taps) {
     const index_t W = p.geometry.input[R - 1], Wo = p.geometry.output[R - 1], nv = (W + 15) / 16;
-    if (nv > perm_bmax_vecs || taps < 1) return {};
+    if (nv > perm_bmax_vecs || taps < 1 || taps > perm_max_taps) return {};  // the kernel's table sizes
     // 3-D rows past one vector of outputs or two of columns keep the row transpose, which
     // copies the slices that gather the same outputs (2x3x4 on 20x40x60: 94 against 106 us).
     if (R == 3 && (nv > 2 || Wo > 16)) return {};
-    // Long rows always scale a copy of the plane first, so their planes must fit it.
-    if ((nv > 2 || Wo > 16) && p.output_spatial_volume() + 64 > perm_bscale_max) return {};
     std::vector<index_t> bases(static_cast<std::size_t>(nv), 0);
-    if (Wo <= 16) return bases;
+    if (Wo <= 16) return nv <= 2 || p.output_spatial_volume() + 32 <= perm_bscale_max ? bases : std::vector<index_t>{};
     for (index_t h = 0; h < nv; ++h) {
         index_t lo = Wo, hi = -1;
         for (index_t c = 16 * h; c < std::min(W, 16 * h + 16); ++c)
@@ -341,6 +347,7 @@ std::vector<index_t> perm_backward_bases(const plan_data<R>& p, const std::vecto
         if (hi - lo >= 16) return {};
         bases[static_cast<std::size_t>(h)] = lo;
     }
+    if (p.output_spatial_volume() + perm_backward_zero_gap(bases) + 16 > perm_bscale_max) return {};
     return bases;
 }
 
@@ -363,12 +370,6 @@ void perm_backward_lanes(const plan_data<R>& p, std::vector<std::int32_t>& idx, 
     }
 }
 
-/// The zeros perm_backward keeps before each scaled plane: a whole vector read from any base.
-inline index_t perm_backward_zero_gap(const std::vector<index_t>& bases) noexcept {
-    index_t most = 0;
-    for (const index_t b : bases) most = std::max(most, b);
-    return (most + 31) / 16 * 16;
-}
 
 /// Whether backward runs through the permute kernel (float; rows of 8 to 16 * perm_bmax_vecs
 /// columns whose 16-column vectors each gather at most 16 consecutive outputs). 16-bit storage
