@@ -678,7 +678,7 @@ private:
     }
 
     // Stride 2: the even (e) and odd (o) positions 2m, 2m + 1 of the padded row, for the L
-    // values of m from se = sh + m (even) and so = sh + m (odd; one further on to pair odd
+    // values of m from so = sh + m (odd) and se (even: sh + m, or sh + m + 1 to pair odd
     // positions with the next even ones).
     void phases(const T* se, const T* so, V& e, V& o) const noexcept {
         e = V::load(se);
