@@ -197,13 +197,19 @@ public:
         last_div_ = p.template last_divisor<T>();
         pb_ = g.pads_begin[R - 1];
         k_ = g.kernel[R - 1];
-        // 3-wide windows at stride 2 over whole vectors take the register path instead: the
-        // ring sums each window's middle column in a pass of its own through L1, and sliding
-        // three vectors of channels in registers measured 0-21% faster with AVX2 and AVX-512
-        // (ShuffleNet's 3x3 s2 pools, 144-1536 channels). Not with SSE2's 16-byte vectors:
-        // up to 28% slower, the rows streamed once per 12 channels.
-        const bool three_by_two = wide_groups && k_ == 3 && g.strides[R - 1] == 2 && C_ % L == 0;
-        if (C_ >= cl_ring_min_vectors * L && k_ <= 5 && !three_by_two) {
+        // 3-wide windows over whole vectors take the register path instead (AVX2, AVX-512):
+        //  - at stride 2 always: the ring sums each window's middle column in a pass of its own
+        //    through L1, and sliding three vectors of channels in registers measured 0-21%
+        //    faster (ShuffleNet's 3x3 s2 pools, 144-1536 channels);
+        //  - at stride 1 up to 256 bytes of channels: 64 floats 18.7 -> 13.6 us on 35x35 and
+        //    54 -> 42 us on 56x56 (AVX-512; 10% less with AVX2). At 512 bytes they tie, and
+        //    past that the ring wins (256 floats: 81 against 93 us).
+        // Not with SSE2's 16-byte vectors: up to 28% slower, the rows streamed once per 12
+        // channels. Other kernel widths measured faster through the ring (2x2 s2, 4x4 s2, 5x5).
+        const index_t s_last = g.strides[R - 1];
+        const bool registers_win = wide_groups && k_ == 3 && C_ % L == 0 &&
+                                   (s_last == 2 || (s_last == 1 && C_ * index_t(sizeof(T)) <= 256));
+        if (C_ >= cl_ring_min_vectors * L && k_ <= 5 && !registers_win) {
             // Ring blocks: K slots of at most cl_ring_bytes in all, whole vectors.
             // (Whole pairs of vectors per slot: the ring works on vpairs.)
             const index_t most = (ring_cap / k_) / (2 * L) * (2 * L);
