@@ -162,12 +162,18 @@ public:
         }
         s_.wake.notify_all();
         run_chunks();
+        // Every chunk is claimed by now, but workers that joined may still run theirs. Poll
+        // for them a while before sleeping, as idle workers poll for calls: a sleeping caller
+        // is woken late (tens of microseconds on a VM), which a short call notices.
+        const auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+        while (s_.active.load(std::memory_order_acquire) != 0 && std::chrono::steady_clock::now() < until)
+            std::this_thread::yield();
         {
             // Close the call so that late-waking workers skip it, then wait only for the
-            // workers that joined: every chunk is claimed by now, but some may still run.
+            // workers that joined.
             std::unique_lock<std::mutex> lock(s_.mutex);
             s_.open = false;
-            s_.done.wait(lock, [this] { return s_.active == 0; });
+            s_.done.wait(lock, [this] { return s_.active.load(std::memory_order_relaxed) == 0; });
         }
 #if AVGPOOL_HAS_EXCEPTIONS
         if (s_.error) {
@@ -263,11 +269,12 @@ private:
             seen = s_.generation.load(std::memory_order_relaxed);
             if (!s_.open || s_.slots == 0) continue;  // call already over, or enough helpers
             --s_.slots;
-            ++s_.active;
+            s_.active.fetch_add(1, std::memory_order_relaxed);
             lock.unlock();
             run_chunks();
             lock.lock();
-            if (--s_.active == 0) s_.done.notify_one();
+            // Release: a caller polling `active` sees this worker's outputs.
+            if (s_.active.fetch_sub(1, std::memory_order_release) == 1) s_.done.notify_one();
         }
     }
 
@@ -294,7 +301,7 @@ private:
         bool open = false;  // workers may still join the current call
         bool stopping = false;
         unsigned slots = 0;   // workers that may still join
-        unsigned active = 0;  // workers inside the current call
+        std::atomic<unsigned> active{0};  // workers inside the current call (polled by the caller)
         invoker invoke = nullptr;
         void* fn = nullptr;
         index_t count = 0;
