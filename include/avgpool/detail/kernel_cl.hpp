@@ -205,9 +205,11 @@ public:
         //    54 -> 42 us on 56x56 (AVX-512; 10% less with AVX2). At 512 bytes they tie, and
         //    past that the ring wins (256 floats: 81 against 93 us).
         // Not with SSE2's 16-byte vectors: up to 28% slower, the rows streamed once per 12
-        // channels. Other kernel widths measured faster through the ring (2x2 s2, 4x4 s2, 5x5).
+        // channels. Not for 16-bit storage: the ring converts two vectors per 64-byte load
+        // (vpair), and bfloat16 took 36-57% longer this way. Other kernel widths measured
+        // faster through the ring (2x2 s2, 4x4 s2, 5x5).
         const index_t s_last = g.strides[R - 1];
-        const bool registers_win = wide_groups && k_ == 3 && C_ % L == 0 &&
+        const bool registers_win = wide_groups && std::is_same<M, T>::value && k_ == 3 && C_ % L == 0 &&
                                    (s_last == 2 || (s_last == 1 && C_ * index_t(sizeof(T)) <= 256));
         if (C_ >= cl_ring_min_vectors * L && k_ <= 5 && !registers_win) {
             // Ring blocks: K slots of at most cl_ring_bytes in all, whole vectors.
@@ -625,7 +627,7 @@ private:
                const row_divisor& div) const {
         // Vectors of channels per pass (G * K column sums in registers): 3 for 3-wide windows
         // at stride 2 (which the ring path leaves to this one), else 2.
-        constexpr index_t G = wide_groups && K == 3 && S == 2 ? 3 : 2;
+        constexpr index_t G = wide_groups && std::is_same<M, T>::value && K == 3 && S == 2 ? 3 : 2;
         // Groups of G vectors, then a pair (G = 3), then single ones (the last shifted back to
         // end at C), with the row pointers in registers for the common row counts (fixed
         // N0 x N1), else nested loops.
