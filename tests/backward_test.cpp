@@ -335,6 +335,68 @@ TEST(Backward, FastMatchesReferenceSmallKernels) {
     fast_vs_reference_small<float, 3>(80, 12);
 }
 
+// The channels-last kernel against the reference: random geometries of every mode (dilation,
+// adaptive, overrides, global windows), channel counts below, at and past a vector's width
+// and not multiples of it, float, double and 16-bit storage (which must equal float's result
+// rounded once); two calls over halves of the rows match one call bit for bit.
+template <class T, std::size_t R>
+void cl_vs_reference(int cases, index_t max_extent, index_t max_last) {
+    std::mt19937_64 gen(5150 + R + sizeof(T));
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    const index_t channels[] = {1, 3, 8, 16, 17, 33, 40, 64, 100};
+    for (int c = 0; c < cases; ++c) {
+        avgpool::dims<R + 2> s{};
+        s[0] = pick(1, 2);
+        s[1] = channels[static_cast<std::size_t>(c) % 9];
+        for (std::size_t a = 0; a < R; ++a) s[a + 2] = pick(1, a + 1 == R ? max_last : max_extent);
+        avgpool::dims<R> out{};
+        for (std::size_t a = 0; a < R; ++a) out[a] = pick(1, s[a + 2] + 2);
+        const bool adaptive = c % 5 == 4;
+        const auto a = random_fast_attrs<R>(gen, s);
+        auto plan = adaptive ? avgpool::pooling<R>::create_adaptive(s, out, avgpool::layout::channels_last)
+                             : avgpool::pooling<R>::create(s, a, avgpool::layout::channels_last);
+        if (!plan) continue;
+        SCOPED_TRACE(describe<R>(s, a, "case " + std::to_string(c)) + (adaptive ? " adaptive" : ""));
+        const auto& d = avgpool::detail::plan_access::data(*plan);
+        ASSERT_TRUE((avgpool::detail::backward_cl_applicable<T, R>(d)));
+        expect_fast_matches<T, R>(*plan, gen, false);
+        if (::testing::Test::HasFatalFailure()) return;
+        const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
+        std::vector<T> g(static_cast<std::size_t>(plan->output_size()));
+        std::uniform_real_distribution<double> dist(-1, 1);
+        for (T& v : g) v = static_cast<T>(dist(gen));
+        const avgpool::detail::backward_cl<T, R> k(d);
+        std::vector<T> whole(n_in, T(-7)), halves(n_in, T(-7));
+        k.run(g.data(), whole.data(), 0, k.items());
+        const index_t cut = pick(0, k.items());
+        k.run(g.data(), halves.data(), 0, cut);
+        k.run(g.data(), halves.data(), cut, k.items());
+        ASSERT_EQ(0, std::memcmp(whole.data(), halves.data(), n_in * sizeof(T))) << "split at row " << cut;
+        if constexpr (std::is_same<T, float>::value) {
+            // bfloat16 storage: the float result on the rounded gradients, rounded once.
+            std::vector<avgpool::bfloat16> gb(g.size()), gib(n_in);
+            std::vector<float> gr(g.size()), want(n_in);
+            for (std::size_t i = 0; i < g.size(); ++i) {
+                gb[i] = avgpool::bfloat16(g[i]);
+                gr[i] = static_cast<float>(gb[i]);
+            }
+            ASSERT_TRUE(plan->backward(gb.data(), gib.data()).ok());
+            k.run(gr.data(), want.data(), 0, k.items());
+            for (std::size_t i = 0; i < n_in; ++i)
+                ASSERT_EQ(avgpool::bfloat16(want[i]).bits(), gib[i].bits()) << "bfloat16 input " << i;
+        }
+    }
+}
+
+TEST(Backward, ChannelsLastMatchesReference) {
+    cl_vs_reference<float, 1>(120, 0, 60);
+    cl_vs_reference<double, 1>(60, 0, 60);
+    cl_vs_reference<float, 2>(150, 10, 30);
+    cl_vs_reference<double, 2>(60, 10, 30);
+    cl_vs_reference<float, 3>(80, 6, 12);
+    cl_vs_reference<double, 3>(40, 6, 12);
+}
+
 // Global pools (one window over the whole input): the fill path, every divisor type, pads
 // (the window may be larger than the input) and the override.
 template <class T, std::size_t R>

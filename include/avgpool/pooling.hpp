@@ -214,6 +214,15 @@ public:
         if (grad_out == nullptr) return detail::null_pointer_error("grad_out");
         if (grad_in == nullptr) return detail::null_pointer_error("grad_in");
         const index_t items = d_.input_shape[0] * d_.input_shape[1];
+        if constexpr (std::is_floating_point<T>::value || detail::is_half<T>::value) {
+            // Channels-last: items are input rows, so that N = 1 still splits across threads.
+            using U = detail::compute_t<T>;
+            if (d_.memory_layout == layout::channels_last && detail::backward_cl_applicable<U, R>(d_)) {
+                const detail::backward_cl<U, R, T> kernel(d_);
+                exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
+                return status{};
+            }
+        }
         if constexpr (std::is_floating_point<T>::value) {
             // Few planes: blocks of input rows (as forward splits output rows), by shape only.
             index_t outer_rows = 1;

@@ -755,6 +755,209 @@ private:
     T lane_mask_[2 * V::width];  // L lanes of all-ones bits, then L of zeros
 };
 
+/// Whether backward_cl runs the plan (T: the compute type, float or double): channels-last,
+/// ranks 1-3, divisors exact in T, at most bw_max_rows output rows gathered by one input row.
+template <class T, std::size_t R>
+bool backward_cl_applicable(const plan_data<R>& p) noexcept {
+    if (!std::is_floating_point<T>::value) return false;
+    if (R > 3 || p.memory_layout != layout::channels_last) return false;
+    if (p.max_divisor > exact_integer_limit<T>()) return false;
+    index_t rows = 1;
+    for (std::size_t a = 0; a + 1 < R; ++a) {
+        const index_t m = max_cover<R>(p, a);
+        if (m > bw_max_rows) return false;
+        rows *= m;
+        if (rows > bw_max_rows) return false;
+    }
+    return true;
+}
+
+/// The channels-last backward (N[D]HWC): SIMD over channels, as the forward kernel. Work unit:
+/// one input row (fixed n and outer input coordinates), written once. The output rows whose
+/// windows tap it give, per output column, a share: their gradients summed over each run of
+/// rows with the same outer divisor factor and divided once by that run's divisor (the outer
+/// factor times the last axis's, or the override), the runs' quotients added. Each input
+/// column then sums the shares of the output columns whose windows tap it. Channels go in
+/// blocks whose shares fit L1 (the last vector of a block shifted back to end at the block's
+/// end, its overlap computed twice to the same values); fewer channels than a vector run
+/// scalar. Every row's arithmetic depends only on the plan, so results are bit-identical for
+/// every executor. M: the storage type (T, or 16-bit storage for T = float, rounded once).
+template <class T, std::size_t R, class M = T>
+class backward_cl {
+    using V = vec<T>;
+    static constexpr index_t L = static_cast<index_t>(V::width);
+    // Bytes of one channel block's shares (every output column of the row).
+    static constexpr index_t share_bytes = 32768;
+
+public:
+    /// Requires backward_cl_applicable<T, R>(p).
+    explicit backward_cl(const plan_data<R>& p) : p_(p) {
+        const pool_geometry<R>& g = p.geometry;
+        C_ = p.input_shape[1];
+        W_ = g.input[R - 1];
+        Wo_ = g.output[R - 1];
+        for (std::size_t a = 0; a + 1 < R; ++a) rows_per_n_ *= g.input[a];
+        out_n_ = p.output_spatial_volume() * C_;
+        fixed_ = p.divisor_override > 0;
+        override_ = static_cast<T>(p.divisor_override);
+        const window* w = p.axis(R - 1);
+        last_.resize(static_cast<std::size_t>(Wo_));
+        for (index_t o = 0; o < Wo_; ++o) last_[static_cast<std::size_t>(o)] = static_cast<T>(w[o].divisor);
+        // Per input column, the output columns whose windows tap it, ascending.
+        const window* cv = p.covers(R - 1);
+        const index_t d = g.dilations[R - 1];
+        col_at_.resize(static_cast<std::size_t>(W_ + 1));
+        for (index_t x = 0; x < W_; ++x) {
+            col_at_[static_cast<std::size_t>(x)] = static_cast<index_t>(col_.size());
+            for (index_t o = cv[x].first; o < cv[x].first + cv[x].count; ++o) {
+                const index_t rel = x - w[o].first;
+                if (rel >= 0 && rel % d == 0 && rel / d < w[o].count) col_.push_back(o);
+            }
+        }
+        col_at_[static_cast<std::size_t>(W_)] = static_cast<index_t>(col_.size());
+        if (C_ < L) {
+            cb_ = C_;
+        } else {
+            const index_t fit = share_bytes / static_cast<index_t>(sizeof(T)) / std::max<index_t>(Wo_, 1) / L * L;
+            const index_t most = std::max(fit, L);
+            const index_t nb = (C_ + most - 1) / most;  // equal blocks of whole vectors
+            cb_ = std::min(C_, std::max(L, ((C_ + nb - 1) / nb + L - 1) / L * L));
+        }
+    }
+
+    /// Input rows of every image: the work items of run().
+    index_t items() const noexcept { return p_.input_shape[0] * rows_per_n_; }
+
+    /// Input rows item_begin .. item_end - 1 of grad_in from grad_out.
+    void run(const M* grad_out, M* grad_in, index_t item_begin, index_t item_end) const {
+        std::vector<T> shares(static_cast<std::size_t>(std::max<index_t>(Wo_, 1) * cb_));
+        const M* rows[bw_max_rows];
+        T factor[bw_max_rows];
+        const pool_geometry<R>& g = p_.geometry;
+        const index_t row_out = Wo_ * C_;
+        for (index_t item = item_begin; item < item_end; ++item) {
+            const index_t n = item / rows_per_n_, r = item % rows_per_n_;
+            const M* src = grad_out + n * out_n_;
+            M* dst = grad_in + item * W_ * C_;
+            index_t nr = 0;
+            if constexpr (R == 1) {
+                (void)r;
+                (void)g;
+                rows[0] = src;
+                factor[0] = T(1);
+                nr = 1;
+            } else if constexpr (R == 2) {
+                backward_taps<R>(p_, 0, r, [&](index_t o, index_t dv) {
+                    rows[nr] = src + o * row_out;
+                    factor[nr++] = static_cast<T>(dv);
+                });
+            } else {
+                const index_t H = g.input[1], Ho = g.output[1];
+                backward_taps<R>(p_, 0, r / H, [&](index_t o0, index_t d0) {
+                    backward_taps<R>(p_, 1, r % H, [&](index_t o1, index_t d1) {
+                        rows[nr] = src + (o0 * Ho + o1) * row_out;
+                        factor[nr++] = static_cast<T>(d0) * static_cast<T>(d1);  // exact (applicable)
+                    });
+                });
+            }
+            if (nr == 0) {  // no window taps this row
+                for (index_t i = 0; i < W_ * C_; ++i) sstore(T(0), dst + i);
+                continue;
+            }
+            for (index_t c0 = 0;; c0 += cb_) {
+                c0 = std::min(c0, C_ - cb_);  // the last block shifted back to end at C
+                share_block(rows, factor, nr, c0, shares.data());
+                gather_block(shares.data(), c0, dst);
+                if (c0 + cb_ >= C_) break;
+            }
+        }
+    }
+
+private:
+    // The divisor of output column o in a run of rows with outer factor f.
+    T divisor(T f, index_t o) const noexcept { return fixed_ ? override_ : f * last_[static_cast<std::size_t>(o)]; }
+
+    // shares[o * cb + i] for channels c0 + i of every output column o.
+    void share_block(const M* const* rows, const T* factor, index_t nr, index_t c0, T* shares) const {
+        for (index_t o = 0; o < Wo_; ++o) {
+            const index_t off = o * C_ + c0;
+            T* out = shares + o * cb_;
+            if (C_ < L) {
+                for (index_t i = 0; i < cb_; ++i) {
+                    T total = T(0);
+                    for (index_t a = 0; a < nr;) {
+                        T sum = sload(rows[a][off + i]);
+                        index_t b = a + 1;
+                        for (; b < nr && factor[b] == factor[a]; ++b) sum += sload(rows[b][off + i]);
+                        const T q = sum / divisor(factor[a], o);
+                        total = a == 0 ? q : total + q;
+                        a = b;
+                    }
+                    out[i] = total;
+                }
+                continue;
+            }
+            // Runs of rows with one factor, and their divisors, for this column.
+            index_t run_end[bw_max_rows];
+            T dv[bw_max_rows], rc[bw_max_rows];
+            index_t runs = 0;
+            for (index_t a = 0; a < nr;) {
+                index_t b = a + 1;
+                while (b < nr && factor[b] == factor[a]) ++b;
+                dv[runs] = divisor(factor[a], o);
+                rc[runs] = T(1) / dv[runs];
+                run_end[runs++] = b;
+                a = b;
+            }
+            for (index_t i = 0; i < cb_; i += L) {
+                const index_t j = std::min(i, cb_ - L);
+                V total = V::splat(T(0));
+                for (index_t u = 0, a = 0; u < runs; ++u) {
+                    V sum = vload(rows[a] + off + j);
+                    for (++a; a < run_end[u]; ++a) sum = sum + vload(rows[a] + off + j);
+                    const V q = divide_rounded(sum, V::splat(dv[u]), V::splat(rc[u]));
+                    total = u == 0 ? q : total + q;
+                }
+                total.store(out + j);
+            }
+        }
+    }
+
+    // Input columns of one channel block: each the sum of its tapping columns' shares.
+    void gather_block(const T* shares, index_t c0, M* dst) const {
+        for (index_t x = 0; x < W_; ++x) {
+            const index_t* o = col_.data() + col_at_[static_cast<std::size_t>(x)];
+            const index_t n = col_at_[static_cast<std::size_t>(x) + 1] - col_at_[static_cast<std::size_t>(x)];
+            M* out = dst + x * C_ + c0;
+            if (C_ < L) {
+                for (index_t i = 0; i < cb_; ++i) {
+                    T acc = T(0);
+                    for (index_t t = 0; t < n; ++t) acc = t == 0 ? shares[o[t] * cb_ + i] : acc + shares[o[t] * cb_ + i];
+                    sstore(acc, out + i);
+                }
+                continue;
+            }
+            for (index_t i = 0; i < cb_; i += L) {
+                const index_t j = std::min(i, cb_ - L);
+                V acc = V::splat(T(0));
+                for (index_t t = 0; t < n; ++t) {
+                    const V v = V::load(shares + o[t] * cb_ + j);
+                    acc = t == 0 ? v : acc + v;
+                }
+                vstore(acc, out + j);
+            }
+        }
+    }
+
+    const plan_data<R>& p_;
+    index_t C_ = 0, W_ = 0, Wo_ = 0, rows_per_n_ = 1, out_n_ = 0, cb_ = 1;
+    bool fixed_ = false;
+    T override_ = T(0);
+    std::vector<T> last_;        // last-axis divisor factor per output column
+    std::vector<index_t> col_;   // output columns tapping each input column, ...
+    std::vector<index_t> col_at_;  // ... from col_[col_at_[x]] to col_[col_at_[x + 1]]
+};
+
 }  // namespace detail
 }  // namespace avgpool
 
