@@ -815,6 +815,12 @@ public:
             }
         }
         col_at_[static_cast<std::size_t>(W_)] = static_cast<index_t>(col_.size());
+        scatter_ = true;
+        for (index_t x = 0; x < W_; ++x) {
+            const index_t n = col_at_[static_cast<std::size_t>(x) + 1] - col_at_[static_cast<std::size_t>(x)];
+            scatter_ = scatter_ && n <= 1;
+            if (n == 0) bare_.push_back(x);
+        }
         if (C_ < L) {
             cb_ = C_;
         } else {
@@ -830,7 +836,7 @@ public:
 
     /// Input rows item_begin .. item_end - 1 of grad_in from grad_out.
     void run(const M* grad_out, M* grad_in, index_t item_begin, index_t item_end) const {
-        std::vector<T> shares(static_cast<std::size_t>(std::max<index_t>(Wo_, 1) * cb_));
+        std::vector<T> shares(scatter_ ? 0 : static_cast<std::size_t>(std::max<index_t>(Wo_, 1) * cb_));
         const M* rows[bw_max_rows];
         T factor[bw_max_rows];
         const pool_geometry<R>& g = p_.geometry;
@@ -866,8 +872,15 @@ public:
             }
             for (index_t c0 = 0;; c0 += cb_) {
                 c0 = std::min(c0, C_ - cb_);  // the last block shifted back to end at C
-                share_block(rows, factor, nr, c0, shares.data());
-                gather_block(shares.data(), c0, dst);
+                if (scatter_) {
+                    scatter_block(rows, factor, nr, c0, dst);
+                } else {
+                    T* const sh = shares.data();
+                    share_block(
+                        rows, factor, nr, c0, [&](index_t o, index_t j, const V& v) { v.store(sh + o * cb_ + j); },
+                        [&](index_t o, index_t i, T v) { sh[o * cb_ + i] = v; });
+                    gather_block(sh, c0, dst);
+                }
                 if (c0 + cb_ >= C_) break;
             }
         }
@@ -877,11 +890,13 @@ private:
     // The divisor of output column o in a run of rows with outer factor f.
     T divisor(T f, index_t o) const noexcept { return fixed_ ? override_ : f * last_[static_cast<std::size_t>(o)]; }
 
-    // shares[o * cb + i] for channels c0 + i of every output column o.
-    void share_block(const M* const* rows, const T* factor, index_t nr, index_t c0, T* shares) const {
+    // The shares of every output column o, channels c0 .. c0 + cb - 1: emit(o, j, share) per
+    // vector at block offset j, or emit_one(o, i, share) per channel when C < L.
+    template <class Emit, class EmitOne>
+    void share_block(const M* const* rows, const T* factor, index_t nr, index_t c0, Emit&& emit,
+                     EmitOne&& emit_one) const {
         for (index_t o = 0; o < Wo_; ++o) {
             const index_t off = o * C_ + c0;
-            T* out = shares + o * cb_;
             if (C_ < L) {
                 for (index_t i = 0; i < cb_; ++i) {
                     T total = T(0);
@@ -893,7 +908,7 @@ private:
                         total = a == 0 ? q : total + q;
                         a = b;
                     }
-                    out[i] = total;
+                    emit_one(o, i, total);
                 }
                 continue;
             }
@@ -909,18 +924,42 @@ private:
                 run_end[runs++] = b;
                 a = b;
             }
+            auto run_quotient = [&](index_t u, index_t a, index_t j) {
+                V sum = vload(rows[a] + off + j);
+                for (++a; a < run_end[u]; ++a) sum = sum + vload(rows[a] + off + j);
+                return divide_rounded(sum, V::splat(dv[u]), V::splat(rc[u]));
+            };
             for (index_t i = 0; i < cb_; i += L) {
                 const index_t j = std::min(i, cb_ - L);
-                V total = V::splat(T(0));
-                for (index_t u = 0, a = 0; u < runs; ++u) {
-                    V sum = vload(rows[a] + off + j);
-                    for (++a; a < run_end[u]; ++a) sum = sum + vload(rows[a] + off + j);
-                    const V q = divide_rounded(sum, V::splat(dv[u]), V::splat(rc[u]));
-                    total = u == 0 ? q : total + q;
-                }
-                total.store(out + j);
+                V total = run_quotient(0, 0, j);
+                for (index_t u = 1; u < runs; ++u) total = total + run_quotient(u, run_end[u - 1], j);
+                emit(o, j, total);
             }
         }
+    }
+
+    // Windows that do not overlap on the last axis: each share goes straight to the columns
+    // its window taps (no share row); columns no window taps get zeros.
+    void scatter_block(const M* const* rows, const T* factor, index_t nr, index_t c0, M* dst) const {
+        const window* w = p_.axis(R - 1);
+        const index_t d = p_.geometry.dilations[R - 1];
+        for (index_t x : bare_) {
+            M* out = dst + x * C_ + c0;
+            if (C_ < L) {
+                for (index_t i = 0; i < cb_; ++i) sstore(T(0), out + i);
+            } else {
+                for (index_t i = 0; i < cb_; i += L) vstore(V::splat(T(0)), out + std::min(i, cb_ - L));
+            }
+        }
+        M* const base = dst + c0;
+        share_block(
+            rows, factor, nr, c0,
+            [&](index_t o, index_t j, const V& v) {
+                for (index_t t = 0; t < w[o].count; ++t) vstore(v, base + (w[o].first + t * d) * C_ + j);
+            },
+            [&](index_t o, index_t i, T v) {
+                for (index_t t = 0; t < w[o].count; ++t) sstore(v, base + (w[o].first + t * d) * C_ + i);
+            });
     }
 
     // Input columns of one channel block: each the sum of its tapping columns' shares.
@@ -937,13 +976,22 @@ private:
                 }
                 continue;
             }
+            if (n == 0) {
+                for (index_t i = 0; i < cb_; i += L) vstore(V::splat(T(0)), out + std::min(i, cb_ - L));
+                continue;
+            }
+            const T* first = shares + o[0] * cb_;
+            if (n == 1) {  // stride >= kernel: a copy
+                for (index_t i = 0; i < cb_; i += L) {
+                    const index_t j = std::min(i, cb_ - L);
+                    vstore(V::load(first + j), out + j);
+                }
+                continue;
+            }
             for (index_t i = 0; i < cb_; i += L) {
                 const index_t j = std::min(i, cb_ - L);
-                V acc = V::splat(T(0));
-                for (index_t t = 0; t < n; ++t) {
-                    const V v = V::load(shares + o[t] * cb_ + j);
-                    acc = t == 0 ? v : acc + v;
-                }
+                V acc = V::load(first + j);
+                for (index_t t = 1; t < n; ++t) acc = acc + V::load(shares + o[t] * cb_ + j);
                 vstore(acc, out + j);
             }
         }
@@ -956,6 +1004,8 @@ private:
     std::vector<T> last_;        // last-axis divisor factor per output column
     std::vector<index_t> col_;   // output columns tapping each input column, ...
     std::vector<index_t> col_at_;  // ... from col_[col_at_[x]] to col_[col_at_[x + 1]]
+    bool scatter_ = false;         // no input column tapped twice (scatter_block)
+    std::vector<index_t> bare_;    // input columns no window taps
 };
 
 }  // namespace detail
