@@ -177,7 +177,7 @@ void register_threads(const std::string& name, const avgpool::dims<R + 2>& in_sh
 
 template <std::size_t R>
 void bench_backward(benchmark::State& state, problem<R> p) {
-    auto plan = avgpool::pooling<R>::create(p.in_shape, p.attrs);
+    auto plan = avgpool::pooling<R>::create(p.in_shape, p.attrs, p.lay);
     if (!plan) {
         state.SkipWithError(plan.error().message().c_str());
         return;
@@ -306,6 +306,7 @@ void register_shape_cl(const shape& sh) {
 #if AVGPOOL_BENCH_HAVE_DNNL
         benchmark::RegisterBenchmark(("onednn_cl/" + tag).c_str(), bench_onednn<R>, p, include);
 #endif
+        if (!include) benchmark::RegisterBenchmark(("backward_cl/" + tag).c_str(), bench_backward<R>, p);
         if (!include && memory_bound(sh))
             benchmark::RegisterBenchmark(("avgpool_cl_bf16/" + tag).c_str(), bench_avgpool<R, avgpool::bfloat16>, p);
     }

@@ -179,20 +179,22 @@ def main():
     sixteen_bit_table(times)
     threads_table(data)
 
-    # Backward against forward (same shape, exclude-pad), bar <= 1.5.
-    print()
-    print("| shape | backward / forward |")
-    print("|---|---|")
-    ratios = []
-    for (impl, shape, divisor), t in sorted(times.items()):
-        fwd = times.get(("avgpool", shape, divisor))
-        if impl == "backward" and fwd:
-            ratios.append(t / fwd)
-            print(f"| {shape} | {t / fwd:.2f} |")
-    if ratios:
-        ratios.sort()
-        print(f"\nBackward / forward: median {ratios[len(ratios) // 2]:.2f}, "
-              f"{sum(r > 1.5 for r in ratios)} of {len(ratios)} rows above 1.5")
+    # Backward against forward (same shape and layout, exclude-pad), bar <= 1.5.
+    for bwd_impl, fwd_impl, label in (("backward", "avgpool", "Backward"),
+                                      ("backward_cl", "avgpool_cl", "Channels-last backward")):
+        print()
+        print(f"| shape | {label.lower()} / forward |")
+        print("|---|---|")
+        ratios = []
+        for (impl, shape, divisor), t in sorted(times.items()):
+            fwd = times.get((fwd_impl, shape, divisor))
+            if impl == bwd_impl and fwd:
+                ratios.append(t / fwd)
+                print(f"| {shape} | {t / fwd:.2f} |")
+        if ratios:
+            ratios.sort()
+            print(f"\n{label} / forward: median {ratios[len(ratios) // 2]:.2f}, "
+                  f"{sum(r > 1.5 for r in ratios)} of {len(ratios)} rows above 1.5")
 
     # Adaptive against the plain pool over the same bytes, bar <= 1.5.
     print()

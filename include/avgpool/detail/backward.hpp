@@ -839,6 +839,9 @@ public:
         std::vector<T> shares(scatter_ ? 0 : static_cast<std::size_t>(std::max<index_t>(Wo_, 1) * cb_));
         const M* rows[bw_max_rows];
         T factor[bw_max_rows];
+        const M* prev_rows[bw_max_rows];  // the last computed row's
+        T prev_factor[bw_max_rows];
+        index_t prev_nr = -1;
         const pool_geometry<R>& g = p_.geometry;
         const index_t row_out = Wo_ * C_;
         for (index_t item = item_begin; item < item_end; ++item) {
@@ -868,8 +871,20 @@ public:
             }
             if (nr == 0) {  // no window taps this row
                 for (index_t i = 0; i < W_ * C_; ++i) sstore(T(0), dst + i);
+                prev_nr = -1;
                 continue;
             }
+            // The same covering rows as the row before (written by this call): the same
+            // values, copied (global pools: every row after the first; 2x2 stride 2: every
+            // other row).
+            if (item > item_begin && nr == prev_nr && std::equal(rows, rows + nr, prev_rows) &&
+                std::equal(factor, factor + nr, prev_factor)) {
+                std::memcpy(dst, dst - W_ * C_, static_cast<std::size_t>(W_ * C_) * sizeof(M));
+                continue;
+            }
+            prev_nr = nr;
+            std::copy(rows, rows + nr, prev_rows);
+            std::copy(factor, factor + nr, prev_factor);
             for (index_t c0 = 0;; c0 += cb_) {
                 c0 = std::min(c0, C_ - cb_);  // the last block shifted back to end at C
                 if (scatter_) {
