@@ -173,14 +173,10 @@ void build_backward_rows(const plan_data<R>& p, std::vector<bw_tap>& taps, std::
     }
 }
 
-/// Whether the channels-first transposed kernel covers this plan for element type T.
-template <class T, std::size_t R>
-bool backward_cf_applicable(const plan_data<R>& p) noexcept {
-    if (!std::is_floating_point<T>::value) return false;
-    if (R > 3 || p.memory_layout != layout::channels_first) return false;
-    if (p.global) return true;  // a fill; the one share is computed in double
-    // Divisors are formed in T, as in forward: they must be exact integers there.
-    if (p.max_divisor > exact_integer_limit<T>()) return false;
+/// Whether one input row gathers at most bw_max_rows output rows (the product over the outer
+/// axes of the most outputs covering one input), as both backward kernels list them.
+template <std::size_t R>
+bool backward_rows_fit(const plan_data<R>& p) noexcept {
     index_t rows = 1;
     for (std::size_t a = 0; a + 1 < R; ++a) {
         const index_t m = max_cover<R>(p, a);
@@ -188,6 +184,17 @@ bool backward_cf_applicable(const plan_data<R>& p) noexcept {
         rows *= m;
         if (rows > bw_max_rows) return false;
     }
+    return true;
+}
+
+/// Whether the channels-first transposed kernel covers this plan for element type T.
+template <class T, std::size_t R>
+bool backward_cf_applicable(const plan_data<R>& p) noexcept {
+    if (!std::is_floating_point<T>::value) return false;
+    if (R > 3 || p.memory_layout != layout::channels_first) return false;
+    if (p.global) return true;  // a fill; the one share is computed in double
+    // Divisors are formed in T, as in forward: they must be exact integers there.
+    if (p.max_divisor > exact_integer_limit<T>() || !backward_rows_fit<R>(p)) return false;
     const pool_geometry<R>& g = p.geometry;
     if (p.adaptive) return g.input[R - 1] <= cf_buffer && g.output[R - 1] <= cf_buffer;
     return (g.output[R - 1] - 1) * g.strides[R - 1] + (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1 <= cf_buffer;
@@ -761,15 +768,7 @@ template <class T, std::size_t R>
 bool backward_cl_applicable(const plan_data<R>& p) noexcept {
     if (!std::is_floating_point<T>::value) return false;
     if (R > 3 || p.memory_layout != layout::channels_last) return false;
-    if (p.max_divisor > exact_integer_limit<T>()) return false;
-    index_t rows = 1;
-    for (std::size_t a = 0; a + 1 < R; ++a) {
-        const index_t m = max_cover<R>(p, a);
-        if (m > bw_max_rows) return false;
-        rows *= m;
-        if (rows > bw_max_rows) return false;
-    }
-    return true;
+    return p.max_divisor <= exact_integer_limit<T>() && backward_rows_fit<R>(p);
 }
 
 /// The channels-last backward (N[D]HWC): SIMD over channels, as the forward kernel. Work unit:
