@@ -802,6 +802,11 @@ public:
         const window* w = p.axis(R - 1);
         last_.resize(static_cast<std::size_t>(Wo_));
         for (index_t o = 0; o < Wo_; ++o) last_[static_cast<std::size_t>(o)] = static_cast<T>(w[o].divisor);
+        if (C_ < L && Wo_ * C_ >= L) {  // flat_shares' per-lane factors
+            lastx_.resize(static_cast<std::size_t>(Wo_ * C_));
+            for (index_t o = 0; o < Wo_; ++o)
+                std::fill(lastx_.begin() + o * C_, lastx_.begin() + (o + 1) * C_, last_[static_cast<std::size_t>(o)]);
+        }
         // Per input column, the output columns whose windows tap it, ascending.
         const window* cv = p.covers(R - 1);
         const index_t d = g.dilations[R - 1];
@@ -836,6 +841,7 @@ public:
     /// Input rows item_begin .. item_end - 1 of grad_in from grad_out.
     void run(const M* grad_out, M* grad_in, index_t item_begin, index_t item_end) const {
         std::vector<T> shares(scatter_ ? 0 : static_cast<std::size_t>(std::max<index_t>(Wo_, 1) * cb_));
+        std::vector<T> flat(lastx_.size());
         const M* rows[bw_max_rows];
         T factor[bw_max_rows];
         const M* prev_rows[bw_max_rows];  // the last computed row's
@@ -887,11 +893,11 @@ public:
             for (index_t c0 = 0;; c0 += cb_) {
                 c0 = std::min(c0, C_ - cb_);  // the last block shifted back to end at C
                 if (scatter_) {
-                    scatter_block(rows, factor, nr, c0, dst);
+                    scatter_block(rows, factor, nr, c0, flat.data(), dst);
                 } else {
                     T* const sh = shares.data();
                     share_block(
-                        rows, factor, nr, c0, [&](index_t o, index_t j, const V& v) { v.store(sh + o * cb_ + j); },
+                        rows, factor, nr, c0, flat.data(), [&](index_t o, index_t j, const V& v) { v.store(sh + o * cb_ + j); },
                         [&](index_t o, index_t i, T v) { sh[o * cb_ + i] = v; });
                     gather_block(sh, c0, dst);
                 }
@@ -905,10 +911,17 @@ private:
     T divisor(T f, index_t o) const noexcept { return fixed_ ? override_ : f * last_[static_cast<std::size_t>(o)]; }
 
     // The shares of every output column o, channels c0 .. c0 + cb - 1: emit(o, j, share) per
-    // vector at block offset j, or emit_one(o, i, share) per channel when C < L.
+    // vector at block offset j, or emit_one(o, i, share) per channel when C < L (then `flat`
+    // holds Wo * C values when that is at least a vector).
     template <class Emit, class EmitOne>
-    void share_block(const M* const* rows, const T* factor, index_t nr, index_t c0, Emit&& emit,
+    void share_block(const M* const* rows, const T* factor, index_t nr, index_t c0, T* flat, Emit&& emit,
                      EmitOne&& emit_one) const {
+        if (C_ < L && Wo_ * C_ >= L) {
+            flat_shares(rows, factor, nr, flat);
+            for (index_t o = 0; o < Wo_; ++o)
+                for (index_t i = 0; i < C_; ++i) emit_one(o, i, flat[o * C_ + i]);
+            return;
+        }
         for (index_t o = 0; o < Wo_; ++o) {
             const index_t off = o * C_ + c0;
             if (C_ < L) {
@@ -952,9 +965,30 @@ private:
         }
     }
 
+    // Fewer channels than a vector: the shares of a whole row as one flat array of Wo * C
+    // values, a vector of them at a time with per-lane divisors (lastx_), instead of a scalar
+    // division per value (the last vector shifted back to end at Wo * C).
+    void flat_shares(const M* const* rows, const T* factor, index_t nr, T* flat) const {
+        const index_t n = Wo_ * C_;
+        for (index_t i = 0; i < n; i += L) {
+            const index_t j = std::min(i, n - L);
+            V total = V::splat(T(0));
+            for (index_t a = 0; a < nr;) {
+                V sum = vload(rows[a] + j);
+                index_t b = a + 1;
+                for (; b < nr && factor[b] == factor[a]; ++b) sum = sum + vload(rows[b] + j);
+                const V d = fixed_ ? V::splat(override_) : V::splat(factor[a]) * V::load(lastx_.data() + j);
+                const V q = divide_rounded(sum, d, V::splat(T(1)) / d);
+                total = a == 0 ? q : total + q;
+                a = b;
+            }
+            total.store(flat + j);
+        }
+    }
+
     // Windows that do not overlap on the last axis: each share goes straight to the columns
     // its window taps (no share row); columns no window taps get zeros.
-    void scatter_block(const M* const* rows, const T* factor, index_t nr, index_t c0, M* dst) const {
+    void scatter_block(const M* const* rows, const T* factor, index_t nr, index_t c0, T* flat, M* dst) const {
         const window* w = p_.axis(R - 1);
         const index_t d = p_.geometry.dilations[R - 1];
         for (index_t x : bare_) {
@@ -967,7 +1001,7 @@ private:
         }
         M* const base = dst + c0;
         share_block(
-            rows, factor, nr, c0,
+            rows, factor, nr, c0, flat,
             [&](index_t o, index_t j, const V& v) {
                 for (index_t t = 0; t < w[o].count; ++t) vstore(v, base + (w[o].first + t * d) * C_ + j);
             },
@@ -1016,6 +1050,7 @@ private:
     bool fixed_ = false;
     T override_ = T(0);
     std::vector<T> last_;        // last-axis divisor factor per output column
+    std::vector<T> lastx_;       // the same per value of a row (C < L, Wo * C >= L)
     std::vector<index_t> col_;   // output columns tapping each input column, ...
     std::vector<index_t> col_at_;  // ... from col_[col_at_[x]] to col_[col_at_[x + 1]]
     bool scatter_ = false;         // no input column tapped twice (scatter_block)
