@@ -778,8 +778,9 @@ bool backward_cl_applicable(const plan_data<R>& p) noexcept {
 /// factor times the last axis's, or the override), the runs' quotients added. Each input
 /// column then sums the shares of the output columns whose windows tap it. Channels go in
 /// blocks whose shares fit L1 (the last vector of a block shifted back to end at the block's
-/// end, its overlap computed twice to the same values); fewer channels than a vector run
-/// scalar. Every row's arithmetic depends only on the plan, so results are bit-identical for
+/// end, its overlap computed twice to the same values); with fewer channels than a vector, a
+/// row's shares are one flat array of Wo * C values (flat_shares) and the gather is scalar.
+/// Every row's arithmetic depends only on the plan, so results are bit-identical for
 /// every executor. M: the storage type (T, or 16-bit storage for T = float, rounded once).
 template <class T, std::size_t R, class M = T>
 class backward_cl {
@@ -808,15 +809,10 @@ public:
                 std::fill(lastx_.begin() + o * C_, lastx_.begin() + (o + 1) * C_, last_[static_cast<std::size_t>(o)]);
         }
         // Per input column, the output columns whose windows tap it, ascending.
-        const window* cv = p.covers(R - 1);
-        const index_t d = g.dilations[R - 1];
         col_at_.resize(static_cast<std::size_t>(W_ + 1));
         for (index_t x = 0; x < W_; ++x) {
             col_at_[static_cast<std::size_t>(x)] = static_cast<index_t>(col_.size());
-            for (index_t o = cv[x].first; o < cv[x].first + cv[x].count; ++o) {
-                const index_t rel = x - w[o].first;
-                if (rel >= 0 && rel % d == 0 && rel / d < w[o].count) col_.push_back(o);
-            }
+            backward_taps<R>(p, R - 1, x, [&](index_t o, index_t) { col_.push_back(o); });
         }
         col_at_[static_cast<std::size_t>(W_)] = static_cast<index_t>(col_.size());
         scatter_ = true;
@@ -986,19 +982,21 @@ private:
         }
     }
 
+    // Zeros in channels c0 .. c0 + cb - 1 of one input column.
+    void zero_block(M* out) const {
+        if (C_ < L) {
+            for (index_t i = 0; i < cb_; ++i) sstore(T(0), out + i);
+        } else {
+            for (index_t i = 0; i < cb_; i += L) vstore(V::splat(T(0)), out + std::min(i, cb_ - L));
+        }
+    }
+
     // Windows that do not overlap on the last axis: each share goes straight to the columns
     // its window taps (no share row); columns no window taps get zeros.
     void scatter_block(const M* const* rows, const T* factor, index_t nr, index_t c0, T* flat, M* dst) const {
         const window* w = p_.axis(R - 1);
         const index_t d = p_.geometry.dilations[R - 1];
-        for (index_t x : bare_) {
-            M* out = dst + x * C_ + c0;
-            if (C_ < L) {
-                for (index_t i = 0; i < cb_; ++i) sstore(T(0), out + i);
-            } else {
-                for (index_t i = 0; i < cb_; i += L) vstore(V::splat(T(0)), out + std::min(i, cb_ - L));
-            }
-        }
+        for (index_t x : bare_) zero_block(dst + x * C_ + c0);
         M* const base = dst + c0;
         share_block(
             rows, factor, nr, c0, flat,
@@ -1025,7 +1023,7 @@ private:
                 continue;
             }
             if (n == 0) {
-                for (index_t i = 0; i < cb_; i += L) vstore(V::splat(T(0)), out + std::min(i, cb_ - L));
+                zero_block(out);
                 continue;
             }
             const T* first = shares + o[0] * cb_;

@@ -171,8 +171,9 @@ class cl_kernel {
     static_assert(std::is_same<compute_t<M>, T>::value, "cl_kernel: M must be T, or a 16-bit type computed in T");
     using V = vec<T>;
     static constexpr index_t L = static_cast<index_t>(V::width);
-    // Vectors of 32 bytes or more: 3x3 stride-2 windows slide three of them in registers.
-    static constexpr bool wide_groups = sizeof(T) * V::width >= 32;
+    // Vectors of 32 bytes or more and T storage: 3x3 windows prefer the register path, and at
+    // stride 2 slide three vectors in it (see the constructor).
+    static constexpr bool wide_groups = sizeof(T) * V::width >= 32 && std::is_same<M, T>::value;
     static constexpr index_t cap = cl_capacity<T>();
     static constexpr index_t ring_cap = cl_ring_bytes / static_cast<index_t>(sizeof(T));
 
@@ -209,7 +210,7 @@ public:
         // (vpair), and bfloat16 took 36-57% longer this way. Other kernel widths measured
         // faster through the ring (2x2 s2, 4x4 s2, 5x5).
         const index_t s_last = g.strides[R - 1];
-        const bool registers_win = wide_groups && std::is_same<M, T>::value && k_ == 3 && C_ % L == 0 &&
+        const bool registers_win = wide_groups && k_ == 3 && C_ % L == 0 &&
                                    (s_last == 2 || (s_last == 1 && C_ * index_t(sizeof(T)) <= 256));
         if (C_ >= cl_ring_min_vectors * L && k_ <= 5 && !registers_win) {
             // Ring blocks: K slots of at most cl_ring_bytes in all, whole vectors.
@@ -631,7 +632,7 @@ private:
                const row_divisor& div) const {
         // Vectors of channels per pass (G * K column sums in registers): 3 for 3-wide windows
         // at stride 2 (which the ring path leaves to this one), else 2.
-        constexpr index_t G = wide_groups && std::is_same<M, T>::value && K == 3 && S == 2 ? 3 : 2;
+        constexpr index_t G = wide_groups && K == 3 && S == 2 ? 3 : 2;
         // Groups of G vectors, then a pair (G = 3), then single ones (the last shifted back to
         // end at C), with the row pointers in registers for the common row counts (fixed
         // N0 x N1), else nested loops.
