@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -772,22 +773,28 @@ bool backward_cl_applicable(const plan_data<R>& p) noexcept {
 }
 
 /// The channels-last backward (N[D]HWC): SIMD over channels, as the forward kernel. Work unit:
-/// one input row (fixed n and outer input coordinates), written once. The output rows whose
-/// windows tap it give, per output column, a share: their gradients summed over each run of
-/// rows with the same outer divisor factor and divided once by that run's divisor (the outer
-/// factor times the last axis's, or the override), the runs' quotients added. Each input
-/// column then sums the shares of the output columns whose windows tap it. Channels go in
-/// blocks whose shares fit L1 (the last vector of a block shifted back to end at the block's
-/// end, its overlap computed twice to the same values); with fewer channels than a vector, a
-/// row's shares are one flat array of Wo * C values (flat_shares) and the gather is scalar.
-/// Every row's arithmetic depends only on the plan, so results are bit-identical for
-/// every executor. M: the storage type (T, or 16-bit storage for T = float, rounded once).
+/// one input row (fixed n and outer input coordinates), written once. Each output row's
+/// shares (its gradients divided by their divisors: the row's outer factor times the last
+/// axis's, or the override) are computed once per call into one of a few slots, since the
+/// next input rows gather the same output rows; an input row adds its covering output rows'
+/// shares (the vertical sum, by channel blocks that stay in L1), then each input column sums
+/// the columns of that sum whose windows tap it. A row whose windows do not overlap on the
+/// last axis and that one output row covers is divided straight into its columns; a row that
+/// gathers the same output rows as the row before is a copy of it. With fewer channels than a
+/// vector, rows are flat arrays of Wo * C values and each column still takes a whole vector,
+/// stored in ascending order so that each store's spill is overwritten by the next columns'.
+/// Every row's arithmetic depends only on the plan, so results are bit-identical for every
+/// executor. M: the storage type (T, or 16-bit storage for T = float, rounded once).
 template <class T, std::size_t R, class M = T>
 class backward_cl {
     using V = vec<T>;
     static constexpr index_t L = static_cast<index_t>(V::width);
-    // Bytes of one channel block's shares (every output column of the row).
-    static constexpr index_t share_bytes = 32768;
+    static constexpr index_t slot_bytes = index_t(1) << 19;  // share rows kept by one call
+    static constexpr index_t block_bytes = 32768;            // one channel block's vertical sum
+    static constexpr index_t max_slots = 64;
+    static constexpr index_t cache_bytes = 32768;            // slots that stay in L1: shares kept
+    static constexpr int factor_slots = 8;  // divisor tables kept (outer factors)
+    class state;
 
 public:
     /// Requires backward_cl_applicable<T, R>(p).
@@ -796,39 +803,47 @@ public:
         C_ = p.input_shape[1];
         W_ = g.input[R - 1];
         Wo_ = g.output[R - 1];
-        for (std::size_t a = 0; a + 1 < R; ++a) rows_per_n_ *= g.input[a];
+        row_ = Wo_ * C_;
+        pitch_ = (row_ + 2 * L - 1) / L * L;  // at least a vector past the row's end
+        index_t most_rows = 1;                // output rows one input row gathers, at most
+        for (std::size_t a = 0; a + 1 < R; ++a) {
+            rows_per_n_ *= g.input[a];
+            most_rows *= max_cover<R>(p, a);
+        }
         out_n_ = p.output_spatial_volume() * C_;
         fixed_ = p.divisor_override > 0;
         override_ = static_cast<T>(p.divisor_override);
         const window* w = p.axis(R - 1);
         last_.resize(static_cast<std::size_t>(Wo_));
         for (index_t o = 0; o < Wo_; ++o) last_[static_cast<std::size_t>(o)] = static_cast<T>(w[o].divisor);
-        if (C_ < L && Wo_ * C_ >= L) {  // flat_shares' per-lane factors
-            lastx_.resize(static_cast<std::size_t>(Wo_ * C_));
-            for (index_t o = 0; o < Wo_; ++o)
-                std::fill(lastx_.begin() + o * C_, lastx_.begin() + (o + 1) * C_, last_[static_cast<std::size_t>(o)]);
-        }
+        lanes_ = C_ < L && row_ >= L;
+        table_ = lanes_ ? row_ : Wo_;
         // Per input column, the output columns whose windows tap it, ascending.
         col_at_.resize(static_cast<std::size_t>(W_ + 1));
+        bool scatter = true;
         for (index_t x = 0; x < W_; ++x) {
-            col_at_[static_cast<std::size_t>(x)] = static_cast<index_t>(col_.size());
+            const index_t first = static_cast<index_t>(col_.size());
+            col_at_[static_cast<std::size_t>(x)] = first;
             backward_taps<R>(p, R - 1, x, [&](index_t o, index_t) { col_.push_back(o); });
-        }
-        col_at_[static_cast<std::size_t>(W_)] = static_cast<index_t>(col_.size());
-        scatter_ = true;
-        for (index_t x = 0; x < W_; ++x) {
-            const index_t n = col_at_[static_cast<std::size_t>(x) + 1] - col_at_[static_cast<std::size_t>(x)];
-            scatter_ = scatter_ && n <= 1;
+            const index_t n = static_cast<index_t>(col_.size()) - first;
+            scatter = scatter && n <= 1;
             if (n == 0) bare_.push_back(x);
         }
-        if (C_ < L) {
-            cb_ = C_;
+        col_at_[static_cast<std::size_t>(W_)] = static_cast<index_t>(col_.size());
+        for (std::size_t i = 1; i < col_.size(); ++i)  // within a column's list
+            ranges_ = ranges_ && (col_[i] == col_[i - 1] + 1 || std::binary_search(col_at_.begin(), col_at_.end(), static_cast<index_t>(i)));
+        direct_ = scatter && C_ >= L;
+        const index_t row_bytes = pitch_ * static_cast<index_t>(sizeof(T));
+        slots_ = std::max<index_t>(2, std::min({most_rows, max_slots, slot_bytes / std::max<index_t>(row_bytes, 1)}));
+        cached_ = C_ < L || slots_ * row_bytes <= cache_bytes;
+        if (C_ >= L) {  // equal blocks of whole vectors
+            const index_t fit = std::max(L, block_bytes / static_cast<index_t>(sizeof(T)) / std::max<index_t>(Wo_, 1) / L * L);
+            const index_t nb = (C_ + fit - 1) / fit;
+            cb_ = std::min(C_, ((C_ + nb - 1) / nb + L - 1) / L * L);
         } else {
-            const index_t fit = share_bytes / static_cast<index_t>(sizeof(T)) / std::max<index_t>(Wo_, 1) / L * L;
-            const index_t most = std::max(fit, L);
-            const index_t nb = (C_ + most - 1) / most;  // equal blocks of whole vectors
-            cb_ = std::min(C_, std::max(L, ((C_ + nb - 1) / nb + L - 1) / L * L));
+            cb_ = C_;
         }
+        arena_ = (slots_ + 1) * pitch_ + Wo_ * cb_ + (fixed_ ? 0 : 2 * factor_slots * table_);
     }
 
     /// Input rows of every image: the work items of run().
@@ -836,15 +851,14 @@ public:
 
     /// Input rows item_begin .. item_end - 1 of grad_in from grad_out.
     void run(const M* grad_out, M* grad_in, index_t item_begin, index_t item_end) const {
-        std::vector<T> shares(scatter_ ? 0 : static_cast<std::size_t>(std::max<index_t>(Wo_, 1) * cb_));
-        std::vector<T> flat(lastx_.size());
+        state st(*this);
         const M* rows[bw_max_rows];
         T factor[bw_max_rows];
+        const T* shares[bw_max_rows];
         const M* prev_rows[bw_max_rows];  // the last computed row's
         T prev_factor[bw_max_rows];
         index_t prev_nr = -1;
         const pool_geometry<R>& g = p_.geometry;
-        const index_t row_out = Wo_ * C_;
         for (index_t item = item_begin; item < item_end; ++item) {
             const index_t n = item / rows_per_n_, r = item % rows_per_n_;
             const M* src = grad_out + n * out_n_;
@@ -858,14 +872,14 @@ public:
                 nr = 1;
             } else if constexpr (R == 2) {
                 backward_taps<R>(p_, 0, r, [&](index_t o, index_t dv) {
-                    rows[nr] = src + o * row_out;
+                    rows[nr] = src + o * row_;
                     factor[nr++] = static_cast<T>(dv);
                 });
             } else {
                 const index_t H = g.input[1], Ho = g.output[1];
                 backward_taps<R>(p_, 0, r / H, [&](index_t o0, index_t d0) {
                     backward_taps<R>(p_, 1, r % H, [&](index_t o1, index_t d1) {
-                        rows[nr] = src + (o0 * Ho + o1) * row_out;
+                        rows[nr] = src + (o0 * Ho + o1) * row_;
                         factor[nr++] = static_cast<T>(d0) * static_cast<T>(d1);  // exact (applicable)
                     });
                 });
@@ -886,172 +900,347 @@ public:
             prev_nr = nr;
             std::copy(rows, rows + nr, prev_rows);
             std::copy(factor, factor + nr, prev_factor);
-            for (index_t c0 = 0;; c0 += cb_) {
-                c0 = std::min(c0, C_ - cb_);  // the last block shifted back to end at C
-                if (scatter_) {
-                    scatter_block(rows, factor, nr, c0, flat.data(), dst);
-                } else {
-                    T* const sh = shares.data();
-                    share_block(
-                        rows, factor, nr, c0, flat.data(), [&](index_t o, index_t j, const V& v) { v.store(sh + o * cb_ + j); },
-                        [&](index_t o, index_t i, T v) { sh[o * cb_ + i] = v; });
-                    gather_block(sh, c0, dst);
+            if (nr == 1 && direct_) {
+                divide_into_columns(rows[0], factor[0], st, dst);
+                continue;
+            }
+            if (!cached_ && divide_blocks(rows, factor, nr, st, dst)) continue;
+            if (nr > slots_) {  // more rows than slots: summed whole, one at a time
+                T* acc = st.row_sum();
+                for (index_t a = 0; a < nr; ++a) {
+                    const T* s = st.share(rows[a], factor[a]);
+                    for (index_t i = 0; i < row_; i += L) (a == 0 ? V::load(s + i) : V::load(acc + i) + V::load(s + i)).store(acc + i);
                 }
-                if (c0 + cb_ >= C_) break;
+                gather(acc, C_, 0, C_, dst);
+                continue;
+            }
+            // Least recently used first: none of this row's is evicted by the next.
+            for (index_t a = 0; a < nr; ++a) shares[a] = st.share(rows[a], factor[a]);
+            if (nr == 1) {
+                gather(shares[0], C_, 0, C_, dst);
+            } else if (cb_ == C_) {  // one block: the whole row, whole vectors into the zeros past it
+                T* acc = st.row_sum();
+                add_rows(shares, nr, 0, (row_ + L - 1) / L * L, acc);
+                gather(acc, C_, 0, C_, dst);
+            } else {
+                T* acc = st.block_sum();
+                for (index_t c0 = 0;; c0 += cb_) {
+                    c0 = std::min(c0, C_ - cb_);  // the last block shifted back to end at C
+                    for (index_t o = 0; o < Wo_; ++o) add_rows(shares, nr, o * C_ + c0, cb_, acc + o * cb_);
+                    gather(acc, cb_, c0, cb_, dst);
+                    if (c0 + cb_ >= C_) break;
+                }
             }
         }
     }
 
 private:
-    // The divisor of output column o in a run of rows with outer factor f.
-    T divisor(T f, index_t o) const noexcept { return fixed_ ? override_ : f * last_[static_cast<std::size_t>(o)]; }
+    // Rows whose shares would not stay in L1 (channels >= L): each channel block's vertical
+    // sum made straight from the gradients, each run of rows with one outer factor summed then
+    // divided once, as a share row would; false (nothing written) when the runs have more
+    // factors than the tables hold.
+    bool divide_blocks(const M* const* rows, const T* factor, index_t nr, state& st, M* dst) const {
+        index_t end[factor_slots];
+        const T* tab[factor_slots];
+        index_t runs = 0;
+        for (index_t a = 0; a < nr;) {
+            if (runs == factor_slots) return false;
+            index_t b = a + 1;
+            while (b < nr && factor[b] == factor[a]) ++b;
+            end[runs++] = b;
+            a = b;
+        }
+        for (index_t u = 0, a = 0; u < runs; a = end[u++]) tab[u] = fixed_ ? nullptr : st.table(factor[a]);
+        T* acc = st.block_sum();
+        const M *g0 = rows[0], *g1 = nr > 1 ? rows[1] : g0, *g2 = nr > 2 ? rows[2] : g0;
+        for (index_t c0 = 0;; c0 += cb_) {
+            c0 = std::min(c0, C_ - cb_);  // the last block shifted back to end at C
+            // One run of up to three rows (the interior of most pools): sums unrolled.
+            auto one_run = [&](auto&& sum) {
+                for (index_t o = 0; o < Wo_; ++o) {
+                    V d, r;
+                    column_divisor(tab[0], o, d, r);
+                    for (index_t i = 0; i < cb_; i += L) {
+                        const index_t j = std::min(i, cb_ - L);
+                        divide_rounded(sum(o * C_ + c0 + j), d, r).store(acc + o * cb_ + j);
+                    }
+                }
+            };
+            if (runs == 1 && nr == 1) {
+                one_run([&](index_t k) { return vload(g0 + k); });
+            } else if (runs == 1 && nr == 2) {
+                one_run([&](index_t k) { return vload(g0 + k) + vload(g1 + k); });
+            } else if (runs == 1 && nr == 3) {
+                one_run([&](index_t k) { return vload(g0 + k) + vload(g1 + k) + vload(g2 + k); });
+            } else {
+                many_runs(rows, end, tab, runs, c0, acc);
+            }
+            gather(acc, cb_, c0, cb_, dst);
+            if (c0 + cb_ >= C_) return true;
+        }
+    }
 
-    // The shares of every output column o, channels c0 .. c0 + cb - 1: emit(o, j, share) per
-    // vector at block offset j, or emit_one(o, i, share) per channel when C < L (then `flat`
-    // holds Wo * C values when that is at least a vector).
-    template <class Emit, class EmitOne>
-    void share_block(const M* const* rows, const T* factor, index_t nr, index_t c0, T* flat, Emit&& emit,
-                     EmitOne&& emit_one) const {
-        if (C_ < L && Wo_ * C_ >= L) {
-            flat_shares(rows, factor, nr, flat);
-            for (index_t o = 0; o < Wo_; ++o)
-                for (index_t i = 0; i < C_; ++i) emit_one(o, i, flat[o * C_ + i]);
+    void many_runs(const M* const* rows, const index_t* end, const T* const* tab, index_t runs, index_t c0, T* acc) const {
+            for (index_t o = 0; o < Wo_; ++o) {
+                V d[factor_slots], r[factor_slots];
+                for (index_t u = 0; u < runs; ++u) column_divisor(tab[u], o, d[u], r[u]);
+                const index_t at = o * C_ + c0;
+                for (index_t i = 0; i < cb_; i += L) {
+                    const index_t j = std::min(i, cb_ - L);
+                    V total;
+                    for (index_t u = 0, a = 0; u < runs; a = end[u++]) {
+                        V sum = vload(rows[a] + at + j);
+                        for (++a; a < end[u]; ++a) sum = sum + vload(rows[a] + at + j);
+                        const V q = divide_rounded(sum, d[u], r[u]);
+                        total = u == 0 ? q : total + q;
+                    }
+                    total.store(acc + o * cb_ + j);
+                }
+            }
+    }
+
+    // acc[0 .. n) = the sum of sh[0 .. nr)[at .. at + n) (n >= L; the last vector shifted back
+    // to end at n): short sums unrolled.
+    static void add_rows(const T* const* sh, index_t nr, index_t at, index_t n, T* acc) noexcept {
+        auto each = [&](auto&& f) {
+            for (index_t i = 0; i < n; i += L) {
+                const index_t j = std::min(i, n - L);
+                f(at + j).store(acc + j);
+            }
+        };
+        const T *s0 = sh[0], *s1 = sh[1], *s2 = nr > 2 ? sh[2] : nullptr, *s3 = nr > 3 ? sh[3] : nullptr;
+        switch (nr) {
+            case 2: return each([&](index_t k) { return V::load(s0 + k) + V::load(s1 + k); });
+            case 3: return each([&](index_t k) { return V::load(s0 + k) + V::load(s1 + k) + V::load(s2 + k); });
+            default: break;
+        }
+        each([&](index_t k) { return V::load(s0 + k) + V::load(s1 + k) + V::load(s2 + k) + V::load(s3 + k); });
+        for (index_t a = 4; a < nr; ++a) {
+            const T* sa = sh[a] + at;
+            for (index_t i = 0; i < n; i += L) {
+                const index_t j = std::min(i, n - L);
+                (V::load(acc + j) + V::load(sa + j)).store(acc + j);
+            }
+        }
+    }
+
+    // One run()'s buffers: slots of share rows (the least recently used one refilled), the
+    // sums, and the divisor tables of the last few outer factors.
+    class state {
+    public:
+        // One allocation for all of it (none when it fits the state's own array).
+        explicit state(const backward_cl& k) : k_(k) {
+            const std::size_t need = static_cast<std::size_t>(k.arena_);
+            T* at = local_;
+            if (need > local_values) {
+                heap_.reset(new T[need]);
+                at = heap_.get();
+            }
+            buf_ = at;
+            for (index_t s = 0; s < k.slots_; ++s)  // zeros past each row: whole-vector reads
+                std::fill(buf_ + s * k.pitch_ + k.row_, buf_ + (s + 1) * k.pitch_, T(0));
+            sum_ = buf_ + k.slots_ * k.pitch_;
+            block_ = sum_ + k.pitch_;
+            tables_ = block_ + k.Wo_ * k.cb_;
+        }
+
+        T* row_sum() noexcept { return sum_; }      // a whole row's vertical sum (pitch_ values)
+        T* block_sum() noexcept { return block_; }  // one channel block's (Wo * cb values)
+
+        // The shares of output row g (outer factor f), from a slot or computed into one.
+        const T* share(const M* g, T f) {
+            ++clock_;
+            index_t victim = 0;
+            for (index_t s = 0; s < k_.slots_; ++s) {
+                if (key_[s] == g) {
+                    used_[s] = clock_;
+                    return buf_ + s * k_.pitch_;
+                }
+                if (used_[s] < used_[victim]) victim = s;
+            }
+            key_[victim] = g;
+            used_[victim] = clock_;
+            T* out = buf_ + victim * k_.pitch_;
+            k_.divide_row(g, k_.fixed_ ? nullptr : table(f), f, out);
+            return out;
+        }
+
+        // Divisors then reciprocals for outer factor f: per output column, or per value of
+        // the row with fewer channels than a vector (lanes_).
+        const T* table(T f) {
+            for (int t = 0; t < filled_; ++t)
+                if (tf_[t] == f) return tables_ + 2 * t * k_.table_;
+            const int t = filled_ < factor_slots ? filled_++ : (next_++ % factor_slots);
+            tf_[t] = f;
+            T* d = tables_ + 2 * t * k_.table_;
+            for (index_t i = 0; i < k_.table_; ++i) {
+                d[i] = f * k_.last_[static_cast<std::size_t>(k_.lanes_ ? i / k_.C_ : i)];  // exact
+                d[k_.table_ + i] = T(1) / d[i];
+            }
+            return d;
+        }
+
+    private:
+        static constexpr std::size_t local_values = 4096 / sizeof(T);
+        const backward_cl& k_;
+        alignas(64) T local_[local_values];
+        std::unique_ptr<T[]> heap_;
+        T *buf_ = nullptr, *sum_ = nullptr, *block_ = nullptr, *tables_ = nullptr;
+        const M* key_[max_slots] = {};
+        index_t used_[max_slots] = {};
+        index_t clock_ = 0;
+        T tf_[factor_slots] = {};
+        int filled_ = 0, next_ = 0;
+    };
+
+    // The divisor and its reciprocal (as vectors) of output column o: from the table, or the
+    // override's.
+    void column_divisor(const T* tab, index_t o, V& d, V& r) const noexcept {
+        d = V::splat(fixed_ ? override_ : tab[o]);
+        r = V::splat(fixed_ ? T(1) / override_ : tab[table_ + o]);
+    }
+
+    // Row g's gradients divided by their divisors (tab: divisors then reciprocals for outer
+    // factor f, or null for the override) into out: correctly rounded quotients either way.
+    void divide_row(const M* g, const T* tab, T f, T* out) const {
+        if (row_ < L) {
+            for (index_t i = 0; i < row_; ++i)
+                out[i] = sload(g[i]) / (fixed_ ? override_ : f * last_[static_cast<std::size_t>(i / C_)]);
+            return;
+        }
+        if (lanes_) {  // per-lane divisors; the last vector shifted back to end at the row's end
+            for (index_t i = 0; i < row_; i += L) {
+                const index_t j = std::min(i, row_ - L);
+                V d, r;
+                if (fixed_) {
+                    column_divisor(tab, 0, d, r);
+                } else {
+                    d = V::load(tab + j);
+                    r = V::load(tab + table_ + j);
+                }
+                divide_rounded(vload(g + j), d, r).store(out + j);
+            }
             return;
         }
         for (index_t o = 0; o < Wo_; ++o) {
-            const index_t off = o * C_ + c0;
-            if (C_ < L) {
-                for (index_t i = 0; i < cb_; ++i) {
-                    T total = T(0);
-                    for (index_t a = 0; a < nr;) {
-                        T sum = sload(rows[a][off + i]);
-                        index_t b = a + 1;
-                        for (; b < nr && factor[b] == factor[a]; ++b) sum += sload(rows[b][off + i]);
-                        const T q = sum / divisor(factor[a], o);
-                        total = a == 0 ? q : total + q;
-                        a = b;
-                    }
-                    emit_one(o, i, total);
-                }
-                continue;
-            }
-            // Runs of rows with one factor, and their divisors, for this column.
-            index_t run_end[bw_max_rows];
-            T dv[bw_max_rows], rc[bw_max_rows];
-            index_t runs = 0;
-            for (index_t a = 0; a < nr;) {
-                index_t b = a + 1;
-                while (b < nr && factor[b] == factor[a]) ++b;
-                dv[runs] = divisor(factor[a], o);
-                rc[runs] = T(1) / dv[runs];
-                run_end[runs++] = b;
-                a = b;
-            }
-            auto run_quotient = [&](index_t u, index_t a, index_t j) {
-                V sum = vload(rows[a] + off + j);
-                for (++a; a < run_end[u]; ++a) sum = sum + vload(rows[a] + off + j);
-                return divide_rounded(sum, V::splat(dv[u]), V::splat(rc[u]));
-            };
-            for (index_t i = 0; i < cb_; i += L) {
-                const index_t j = std::min(i, cb_ - L);
-                V total = run_quotient(0, 0, j);
-                for (index_t u = 1; u < runs; ++u) total = total + run_quotient(u, run_end[u - 1], j);
-                emit(o, j, total);
+            V d, r;
+            column_divisor(tab, o, d, r);
+            for (index_t i = 0; i < C_; i += L) {
+                const index_t j = std::min(i, C_ - L);
+                divide_rounded(vload(g + o * C_ + j), d, r).store(out + o * C_ + j);
             }
         }
     }
 
-    // Fewer channels than a vector: the shares of a whole row as one flat array of Wo * C
-    // values, a vector of them at a time with per-lane divisors (lastx_), instead of a scalar
-    // division per value (the last vector shifted back to end at Wo * C).
-    void flat_shares(const M* const* rows, const T* factor, index_t nr, T* flat) const {
-        const index_t n = Wo_ * C_;
-        for (index_t i = 0; i < n; i += L) {
-            const index_t j = std::min(i, n - L);
-            V total = V::splat(T(0));
-            for (index_t a = 0; a < nr;) {
-                V sum = vload(rows[a] + j);
-                index_t b = a + 1;
-                for (; b < nr && factor[b] == factor[a]; ++b) sum = sum + vload(rows[b] + j);
-                const V d = fixed_ ? V::splat(override_) : V::splat(factor[a]) * V::load(lastx_.data() + j);
-                const V q = divide_rounded(sum, d, V::splat(T(1)) / d);
-                total = a == 0 ? q : total + q;
-                a = b;
-            }
-            total.store(flat + j);
-        }
-    }
-
-    // Zeros in channels c0 .. c0 + cb - 1 of one input column.
-    void zero_block(M* out) const {
-        if (C_ < L) {
-            for (index_t i = 0; i < cb_; ++i) sstore(T(0), out + i);
-        } else {
-            for (index_t i = 0; i < cb_; i += L) vstore(V::splat(T(0)), out + std::min(i, cb_ - L));
-        }
-    }
-
-    // Windows that do not overlap on the last axis: each share goes straight to the columns
-    // its window taps (no share row); columns no window taps get zeros.
-    void scatter_block(const M* const* rows, const T* factor, index_t nr, index_t c0, T* flat, M* dst) const {
+    // Windows that do not overlap on the last axis, one output row: each quotient stored
+    // straight to the columns its window taps; columns no window taps get zeros.
+    void divide_into_columns(const M* g, T f, state& st, M* dst) const {
         const window* w = p_.axis(R - 1);
-        const index_t d = p_.geometry.dilations[R - 1];
-        for (index_t x : bare_) zero_block(dst + x * C_ + c0);
-        M* const base = dst + c0;
-        share_block(
-            rows, factor, nr, c0, flat,
-            [&](index_t o, index_t j, const V& v) {
-                for (index_t t = 0; t < w[o].count; ++t) vstore(v, base + (w[o].first + t * d) * C_ + j);
-            },
-            [&](index_t o, index_t i, T v) {
-                for (index_t t = 0; t < w[o].count; ++t) sstore(v, base + (w[o].first + t * d) * C_ + i);
-            });
+        const index_t dil = p_.geometry.dilations[R - 1];
+        const T* tab = fixed_ ? nullptr : st.table(f);
+        for (index_t x : bare_)
+            for (index_t i = 0; i < C_; i += L) vstore(V::splat(T(0)), dst + x * C_ + std::min(i, C_ - L));
+        for (index_t o = 0; o < Wo_; ++o) {
+            V d, r;
+            column_divisor(tab, o, d, r);
+            for (index_t i = 0; i < C_; i += L) {
+                const index_t j = std::min(i, C_ - L);
+                const V q = divide_rounded(vload(g + o * C_ + j), d, r);
+                for (index_t t = 0; t < w[o].count; ++t) vstore(q, dst + (w[o].first + t * dil) * C_ + j);
+            }
+        }
     }
 
-    // Input columns of one channel block: each the sum of its tapping columns' shares.
-    void gather_block(const T* shares, index_t c0, M* dst) const {
+    // Channels c0 .. c0 + cb - 1 of each input column: the sum of the columns of `sum` (column
+    // o at sum + o * pitch, readable a vector past the last) whose windows tap it.
+    void gather(const T* sum, index_t pitch, index_t c0, index_t cb, M* dst) const {
+        const index_t n_in = W_ * C_;
+        if (C_ >= L) {
+            for (index_t x = 0; x < W_; ++x) {
+                const index_t* o = col_.data() + col_at_[static_cast<std::size_t>(x)];
+                const index_t n = col_at_[static_cast<std::size_t>(x) + 1] - col_at_[static_cast<std::size_t>(x)];
+                M* out = dst + x * C_ + c0;
+                auto put = [&](auto&& f) {
+                    for (index_t i = 0; i < cb; i += L) {
+                        const index_t j = std::min(i, cb - L);
+                        vstore(f(j), out + j);
+                    }
+                };
+                const T* p = sum + (n > 0 ? o[0] * pitch : 0);
+                if (!ranges_ || n > 3) {
+                    put([&](index_t j) { return column_sum(sum + j, pitch, o, n); });
+                } else if (n == 3) {
+                    put([&](index_t j) { return V::load(p + j) + V::load(p + pitch + j) + V::load(p + 2 * pitch + j); });
+                } else if (n == 2) {
+                    put([&](index_t j) { return V::load(p + j) + V::load(p + pitch + j); });
+                } else if (n == 1) {
+                    put([&](index_t j) { return V::load(p + j); });
+                } else {
+                    put([](index_t) { return V::splat(T(0)); });
+                }
+            }
+            return;
+        }
+        if (n_in < L) {  // a whole row in less than a vector
+            for (index_t x = 0; x < W_; ++x) {
+                const index_t* o = col_.data() + col_at_[static_cast<std::size_t>(x)];
+                const index_t n = col_at_[static_cast<std::size_t>(x) + 1] - col_at_[static_cast<std::size_t>(x)];
+                for (index_t i = 0; i < C_; ++i) {
+                    T acc = T(0);
+                    for (index_t t = 0; t < n; ++t) acc = t == 0 ? sum[o[t] * C_ + i] : acc + sum[o[t] * C_ + i];
+                    sstore(acc, dst + x * C_ + i);
+                }
+            }
+            return;
+        }
+        // Fewer channels than a vector: a whole vector per column, in ascending order, so each
+        // store's spill into the next columns is overwritten by theirs; the columns whose
+        // vector would pass the row's end go through a buffer.
+        const index_t whole = (n_in - L) / C_ + 1;  // columns 0 .. whole - 1 store whole vectors
         for (index_t x = 0; x < W_; ++x) {
             const index_t* o = col_.data() + col_at_[static_cast<std::size_t>(x)];
             const index_t n = col_at_[static_cast<std::size_t>(x) + 1] - col_at_[static_cast<std::size_t>(x)];
-            M* out = dst + x * C_ + c0;
-            if (C_ < L) {
-                for (index_t i = 0; i < cb_; ++i) {
-                    T acc = T(0);
-                    for (index_t t = 0; t < n; ++t) acc = t == 0 ? shares[o[t] * cb_ + i] : acc + shares[o[t] * cb_ + i];
-                    sstore(acc, out + i);
-                }
-                continue;
-            }
-            if (n == 0) {
-                zero_block(out);
-                continue;
-            }
-            const T* first = shares + o[0] * cb_;
-            if (n == 1) {  // stride >= kernel: a copy
-                for (index_t i = 0; i < cb_; i += L) {
-                    const index_t j = std::min(i, cb_ - L);
-                    vstore(V::load(first + j), out + j);
-                }
-                continue;
-            }
-            for (index_t i = 0; i < cb_; i += L) {
-                const index_t j = std::min(i, cb_ - L);
-                V acc = V::load(first + j);
-                for (index_t t = 1; t < n; ++t) acc = acc + V::load(shares + o[t] * cb_ + j);
-                vstore(acc, out + j);
+            const V acc = column_sum(sum, C_, o, n);
+            if (x < whole) {
+                vstore(acc, dst + x * C_);
+            } else {
+                alignas(64) T part[V::width];
+                acc.store(part);
+                for (index_t i = 0; i < C_; ++i) sstore(part[i], dst + x * C_ + i);
             }
         }
     }
 
+    // One vector of an input column: the sum over its n tapping columns o[] (pitch apart).
+    V column_sum(const T* at, index_t pitch, const index_t* o, index_t n) const noexcept {
+        if (n == 0) return V::splat(T(0));
+        if (ranges_) {  // consecutive columns: short sums unrolled
+            at += o[0] * pitch;
+            switch (n) {
+                case 1: return V::load(at);
+                case 2: return V::load(at) + V::load(at + pitch);
+                case 3: return V::load(at) + V::load(at + pitch) + V::load(at + 2 * pitch);
+                case 4: return V::load(at) + V::load(at + pitch) + V::load(at + 2 * pitch) + V::load(at + 3 * pitch);
+                default: break;
+            }
+            V acc = V::load(at);
+            for (index_t t = 1; t < n; ++t) acc = acc + V::load(at + t * pitch);
+            return acc;
+        }
+        V acc = V::load(at + o[0] * pitch);
+        for (index_t t = 1; t < n; ++t) acc = acc + V::load(at + o[t] * pitch);
+        return acc;
+    }
+
     const plan_data<R>& p_;
-    index_t C_ = 0, W_ = 0, Wo_ = 0, rows_per_n_ = 1, out_n_ = 0, cb_ = 1;
-    bool fixed_ = false;
+    index_t C_ = 0, W_ = 0, Wo_ = 0, row_ = 0, pitch_ = 0, rows_per_n_ = 1, out_n_ = 0;
+    index_t slots_ = 2, table_ = 0, cb_ = 1, arena_ = 0;
+    bool fixed_ = false, lanes_ = false, direct_ = false, cached_ = true;
+    bool ranges_ = true;  // every column's tapping columns are consecutive
     T override_ = T(0);
-    std::vector<T> last_;        // last-axis divisor factor per output column
-    std::vector<T> lastx_;       // the same per value of a row (C < L, Wo * C >= L)
-    std::vector<index_t> col_;   // output columns tapping each input column, ...
+    std::vector<T> last_;          // last-axis divisor factor per output column
+    std::vector<index_t> col_;     // output columns tapping each input column, ...
     std::vector<index_t> col_at_;  // ... from col_[col_at_[x]] to col_[col_at_[x + 1]]
-    bool scatter_ = false;         // no input column tapped twice (scatter_block)
     std::vector<index_t> bare_;    // input columns no window taps
 };
 
