@@ -516,6 +516,7 @@ private:
             }
         }
         if (detail::backward_rows_kept<R>(d_)) detail::build_backward_rows<R>(d_, d_.bw_taps, d_.bw_rows);
+        if (d_.memory_layout == layout::channels_last) detail::build_backward_cols<R>(d_, d_.bw_cols, d_.bw_col_at);
     }
 
     // Calls fn(kernel) with the channels-first plane kernel for element type U that serves

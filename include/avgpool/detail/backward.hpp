@@ -132,6 +132,19 @@ void backward_taps(const plan_data<R>& p, std::size_t a, index_t x, Fn&& fn) {
     }
 }
 
+/// Per input column x of the last axis, the outputs whose windows tap it, ascending:
+/// cols[col_at[x] .. col_at[x + 1]).
+template <std::size_t R>
+void build_backward_cols(const plan_data<R>& p, std::vector<index_t>& cols, std::vector<index_t>& col_at) {
+    const index_t W = p.geometry.input[R - 1];
+    col_at.assign(static_cast<std::size_t>(W + 1), 0);
+    for (index_t x = 0; x < W; ++x) {
+        col_at[static_cast<std::size_t>(x)] = static_cast<index_t>(cols.size());
+        backward_taps<R>(p, R - 1, x, [&](index_t o, index_t) { cols.push_back(o); });
+    }
+    col_at[static_cast<std::size_t>(W)] = static_cast<index_t>(cols.size());
+}
+
 /// Whether input x of outer axis a gathers exactly the outputs x - 1 does. Without dilation
 /// every output whose span reaches an input taps it (adaptive spans are their windows), so
 /// equal cover ranges mean equal sets; with dilation, say no.
@@ -813,29 +826,30 @@ public:
         out_n_ = p.output_spatial_volume() * C_;
         fixed_ = p.divisor_override > 0;
         override_ = static_cast<T>(p.divisor_override);
-        const window* w = p.axis(R - 1);
-        last_.resize(static_cast<std::size_t>(Wo_));
-        for (index_t o = 0; o < Wo_; ++o) last_[static_cast<std::size_t>(o)] = static_cast<T>(w[o].divisor);
         lanes_ = C_ < L && row_ >= L;
         table_ = lanes_ ? row_ : Wo_;
-        // Per input column, the output columns whose windows tap it, ascending.
-        col_at_.resize(static_cast<std::size_t>(W_ + 1));
+        if (p.bw_col_at.empty()) {  // a plan made without them
+            build_backward_cols<R>(p, own_cols_, own_col_at_);
+            col_ = own_cols_.data();
+            col_at_ = own_col_at_.data();
+        } else {
+            col_ = p.bw_cols.data();
+            col_at_ = p.bw_col_at.data();
+        }
         bool scatter = true;
         for (index_t x = 0; x < W_; ++x) {
-            const index_t first = static_cast<index_t>(col_.size());
-            col_at_[static_cast<std::size_t>(x)] = first;
-            backward_taps<R>(p, R - 1, x, [&](index_t o, index_t) { col_.push_back(o); });
-            const index_t n = static_cast<index_t>(col_.size()) - first;
+            const index_t first = col_at_[x], n = col_at_[x + 1] - first;
+            for (index_t i = first + 1; i < first + n; ++i) ranges_ = ranges_ && col_[i] == col_[i - 1] + 1;
             scatter = scatter && n <= 1;
-            if (n == 0) bare_.push_back(x);
         }
-        col_at_[static_cast<std::size_t>(W_)] = static_cast<index_t>(col_.size());
-        for (std::size_t i = 1; i < col_.size(); ++i)  // within a column's list
-            ranges_ = ranges_ && (col_[i] == col_[i - 1] + 1 || std::binary_search(col_at_.begin(), col_at_.end(), static_cast<index_t>(i)));
         direct_ = scatter && C_ >= L;
         const index_t row_bytes = pitch_ * static_cast<index_t>(sizeof(T));
         slots_ = std::max<index_t>(2, std::min({most_rows, max_slots, slot_bytes / std::max<index_t>(row_bytes, 1)}));
-        cached_ = C_ < L || slots_ * row_bytes <= cache_bytes;
+        // Shares are kept when other input rows gather them again and they stay in L1 (and
+        // always with fewer channels than a vector: the flat path); else each input row
+        // divides its own. One output row per input row: no other row needs them.
+        cached_ = C_ < L || (most_rows > 1 && slots_ * row_bytes <= cache_bytes);
+        if (C_ >= L && most_rows == 1) slots_ = 0;  // divide_blocks takes every row
         if (C_ >= L) {  // equal blocks of whole vectors
             const index_t fit = std::max(L, block_bytes / static_cast<index_t>(sizeof(T)) / std::max<index_t>(Wo_, 1) / L * L);
             const index_t nb = (C_ + fit - 1) / fit;
@@ -1074,7 +1088,7 @@ private:
             tf_[t] = f;
             T* d = tables_ + 2 * t * k_.table_;
             for (index_t i = 0; i < k_.table_; ++i) {
-                d[i] = f * k_.last_[static_cast<std::size_t>(k_.lanes_ ? i / k_.C_ : i)];  // exact
+                d[i] = f * k_.last(k_.lanes_ ? i / k_.C_ : i);  // exact
                 d[k_.table_ + i] = T(1) / d[i];
             }
             return d;
@@ -1093,6 +1107,9 @@ private:
         int filled_ = 0, next_ = 0;
     };
 
+    // The last axis's divisor factor of output column o.
+    T last(index_t o) const noexcept { return static_cast<T>(p_.axis(R - 1)[o].divisor); }
+
     // The divisor and its reciprocal (as vectors) of output column o: from the table, or the
     // override's.
     void column_divisor(const T* tab, index_t o, V& d, V& r) const noexcept {
@@ -1105,7 +1122,7 @@ private:
     void divide_row(const M* g, const T* tab, T f, T* out) const {
         if (row_ < L) {
             for (index_t i = 0; i < row_; ++i)
-                out[i] = sload(g[i]) / (fixed_ ? override_ : f * last_[static_cast<std::size_t>(i / C_)]);
+                out[i] = sload(g[i]) / (fixed_ ? override_ : f * last(i / C_));
             return;
         }
         if (lanes_) {  // per-lane divisors; the last vector shifted back to end at the row's end
@@ -1138,8 +1155,9 @@ private:
         const window* w = p_.axis(R - 1);
         const index_t dil = p_.geometry.dilations[R - 1];
         const T* tab = fixed_ ? nullptr : st.table(f);
-        for (index_t x : bare_)
-            for (index_t i = 0; i < C_; i += L) vstore(V::splat(T(0)), dst + x * C_ + std::min(i, C_ - L));
+        for (index_t x = 0; x < W_; ++x)
+            if (col_at_[x + 1] == col_at_[x])
+                for (index_t i = 0; i < C_; i += L) vstore(V::splat(T(0)), dst + x * C_ + std::min(i, C_ - L));
         for (index_t o = 0; o < Wo_; ++o) {
             V d, r;
             column_divisor(tab, o, d, r);
@@ -1157,8 +1175,8 @@ private:
         const index_t n_in = W_ * C_;
         if (C_ >= L) {
             for (index_t x = 0; x < W_; ++x) {
-                const index_t* o = col_.data() + col_at_[static_cast<std::size_t>(x)];
-                const index_t n = col_at_[static_cast<std::size_t>(x) + 1] - col_at_[static_cast<std::size_t>(x)];
+                const index_t* o = col_ + col_at_[x];
+                const index_t n = col_at_[x + 1] - col_at_[x];
                 M* out = dst + x * C_ + c0;
                 auto put = [&](auto&& f) {
                     for (index_t i = 0; i < cb; i += L) {
@@ -1183,8 +1201,8 @@ private:
         }
         if (n_in < L) {  // a whole row in less than a vector
             for (index_t x = 0; x < W_; ++x) {
-                const index_t* o = col_.data() + col_at_[static_cast<std::size_t>(x)];
-                const index_t n = col_at_[static_cast<std::size_t>(x) + 1] - col_at_[static_cast<std::size_t>(x)];
+                const index_t* o = col_ + col_at_[x];
+                const index_t n = col_at_[x + 1] - col_at_[x];
                 for (index_t i = 0; i < C_; ++i) {
                     T acc = T(0);
                     for (index_t t = 0; t < n; ++t) acc = t == 0 ? sum[o[t] * C_ + i] : acc + sum[o[t] * C_ + i];
@@ -1198,8 +1216,8 @@ private:
         // vector would pass the row's end go through a buffer.
         const index_t whole = (n_in - L) / C_ + 1;  // columns 0 .. whole - 1 store whole vectors
         for (index_t x = 0; x < W_; ++x) {
-            const index_t* o = col_.data() + col_at_[static_cast<std::size_t>(x)];
-            const index_t n = col_at_[static_cast<std::size_t>(x) + 1] - col_at_[static_cast<std::size_t>(x)];
+            const index_t* o = col_ + col_at_[x];
+            const index_t n = col_at_[x + 1] - col_at_[x];
             const V acc = column_sum(sum, C_, o, n);
             if (x < whole) {
                 vstore(acc, dst + x * C_);
@@ -1238,10 +1256,11 @@ private:
     bool fixed_ = false, lanes_ = false, direct_ = false, cached_ = true;
     bool ranges_ = true;  // every column's tapping columns are consecutive
     T override_ = T(0);
-    std::vector<T> last_;          // last-axis divisor factor per output column
-    std::vector<index_t> col_;     // output columns tapping each input column, ...
-    std::vector<index_t> col_at_;  // ... from col_[col_at_[x]] to col_[col_at_[x + 1]]
-    std::vector<index_t> bare_;    // input columns no window taps
+    // Output columns tapping each input column x: col_[col_at_[x] .. col_at_[x + 1]), the
+    // plan's lists or this call's own.
+    const index_t* col_ = nullptr;
+    const index_t* col_at_ = nullptr;
+    std::vector<index_t> own_cols_, own_col_at_;
 };
 
 }  // namespace detail

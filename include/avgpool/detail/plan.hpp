@@ -96,6 +96,9 @@ struct plan_data {
     // kernel does not walk rows or the plane passes bw_table_rows / bw_table_taps.
     std::vector<bw_tap> bw_taps;
     std::vector<bw_row> bw_rows;
+    // The channels-last backward's per input column lists of the output columns tapping it:
+    // bw_cols[bw_col_at[x] .. bw_col_at[x + 1]) (built once; empty for channels-first).
+    std::vector<index_t> bw_cols, bw_col_at;
     // The tile kernel's (kernel_tile.hpp) lists, per axis a, of the outputs with a tap at each
     // input x, ascending: tile_cover[tile_cover_at[tile_cover_axis[a] + x] ..
     // tile_cover_at[tile_cover_axis[a] + x + 1]); empty when that kernel does not apply.
