@@ -398,6 +398,46 @@ TEST(Backward, ChannelsLastMatchesReference) {
     cl_vs_reference<double, 3>(40, 6, 12);
 }
 
+// Long windows at stride 1 on the last axis, whose tapping output columns the channels-last
+// kernel sums as block prefixes and suffixes: kernels 6-25 over rows at least three kernels
+// long, channel counts at and past a vector's width, both divisor types.
+template <class T, std::size_t R>
+void cl_long_windows(int cases) {
+    std::mt19937_64 gen(2718 + R + sizeof(T));
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    const index_t channels[] = {16, 40, 100};
+    for (int c = 0; c < cases; ++c) {
+        avgpool::dims<R + 2> s{};
+        s[0] = 1;
+        s[1] = channels[static_cast<std::size_t>(c) % 3];
+        avgpool::pool_attrs<R> a;
+        for (std::size_t ax = 0; ax + 1 < R; ++ax) {
+            s[ax + 2] = pick(1, 6);
+            a.kernel[ax] = pick(1, std::min<index_t>(3, s[ax + 2]));
+            a.strides[ax] = pick(1, 2);
+        }
+        const index_t k = pick(6, 25);
+        a.kernel[R - 1] = k;
+        a.strides[R - 1] = 1;
+        a.pads_begin[R - 1] = pick(0, k / 2);
+        a.pads_end[R - 1] = pick(0, k / 2);
+        s[R + 1] = pick(3 * k, 3 * k + 60);
+        a.divisor = pick(0, 1) ? avgpool::divisor_type::include_pad : avgpool::divisor_type::exclude_pad;
+        auto plan = avgpool::pooling<R>::create(s, a, avgpool::layout::channels_last);
+        ASSERT_TRUE(plan.ok());
+        SCOPED_TRACE(describe<R>(s, a, "case " + std::to_string(c)));
+        ASSERT_TRUE((avgpool::detail::backward_cl_applicable<T, R>(avgpool::detail::plan_access::data(*plan))));
+        expect_fast_matches<T, R>(*plan, gen, false);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
+TEST(Backward, ChannelsLastLongWindows) {
+    cl_long_windows<float, 1>(30);
+    cl_long_windows<double, 1>(15);
+    cl_long_windows<float, 2>(20);
+}
+
 // Global pools (one window over the whole input): the fill path, every divisor type, pads
 // (the window may be larger than the input) and the override.
 template <class T, std::size_t R>

@@ -849,6 +849,10 @@ public:
         // always with fewer channels than a vector: the flat path); else each input row
         // divides its own. One output row per input row: no other row needs them.
         cached_ = C_ < L || (most_rows > 1 && slots_ * row_bytes <= cache_bytes);
+        // Tall windows whose rows fall in many runs (exclude-pad borders) divide each run
+        // again per input row: there the shares are kept even out of L1 (measured: 7x7 stride
+        // 1 pad 3 on 1024x8x8, 58 -> 45 us; one run, 45 -> 33 us the other way).
+        most_runs_ = most_rows > 3 ? 2 : factor_slots;
         if (C_ >= L && most_rows == 1) slots_ = 0;  // divide_blocks takes every row
         if (C_ >= L) {  // equal blocks of whole vectors
             const index_t fit = std::max(L, block_bytes / static_cast<index_t>(sizeof(T)) / std::max<index_t>(Wo_, 1) / L * L);
@@ -857,7 +861,11 @@ public:
         } else {
             cb_ = C_;
         }
-        arena_ = (slots_ + 1) * pitch_ + Wo_ * cb_ + (fixed_ ? 0 : 2 * factor_slots * table_);
+        // Long ranges of tapping columns (stride 1, kernel past 5): block sums (gather).
+        for (index_t x = 0; x < W_; ++x) span_ = std::max(span_, col_at_[x + 1] - col_at_[x]);
+        long_ = ranges_ && C_ >= L && span_ > 5 && Wo_ >= 3 * span_;
+        arena_ = (slots_ + 1) * pitch_ + Wo_ * cb_ + (fixed_ ? 0 : 2 * factor_slots * table_) +
+                 (long_ ? 2 * Wo_ * C_ : 0);
     }
 
     /// Input rows of every image: the work items of run().
@@ -925,23 +933,23 @@ public:
                     const T* s = st.share(rows[a], factor[a]);
                     for (index_t i = 0; i < row_; i += L) (a == 0 ? V::load(s + i) : V::load(acc + i) + V::load(s + i)).store(acc + i);
                 }
-                gather(acc, C_, 0, C_, dst);
+                gather(acc, C_, 0, C_, dst, st.scratch());
                 continue;
             }
             // Least recently used first: none of this row's is evicted by the next.
             for (index_t a = 0; a < nr; ++a) shares[a] = st.share(rows[a], factor[a]);
             if (nr == 1) {
-                gather(shares[0], C_, 0, C_, dst);
+                gather(shares[0], C_, 0, C_, dst, st.scratch());
             } else if (cb_ == C_) {  // one block: the whole row, whole vectors into the zeros past it
                 T* acc = st.row_sum();
                 add_rows(shares, nr, 0, (row_ + L - 1) / L * L, acc);
-                gather(acc, C_, 0, C_, dst);
+                gather(acc, C_, 0, C_, dst, st.scratch());
             } else {
                 T* acc = st.block_sum();
                 for (index_t c0 = 0;; c0 += cb_) {
                     c0 = std::min(c0, C_ - cb_);  // the last block shifted back to end at C
                     for (index_t o = 0; o < Wo_; ++o) add_rows(shares, nr, o * C_ + c0, cb_, acc + o * cb_);
-                    gather(acc, cb_, c0, cb_, dst);
+                    gather(acc, cb_, c0, cb_, dst, st.scratch());
                     if (c0 + cb_ >= C_) break;
                 }
             }
@@ -951,14 +959,13 @@ public:
 private:
     // Rows whose shares would not stay in L1 (channels >= L): each channel block's vertical
     // sum made straight from the gradients, each run of rows with one outer factor summed then
-    // divided once, as a share row would; false (nothing written) when the runs have more
-    // factors than the tables hold.
+    // divided once; false (nothing written) past most_runs_ runs.
     bool divide_blocks(const M* const* rows, const T* factor, index_t nr, state& st, M* dst) const {
         index_t end[factor_slots];
         const T* tab[factor_slots];
         index_t runs = 0;
         for (index_t a = 0; a < nr;) {
-            if (runs == factor_slots) return false;
+            if (runs == most_runs_) return false;
             index_t b = a + 1;
             while (b < nr && factor[b] == factor[a]) ++b;
             end[runs++] = b;
@@ -986,10 +993,16 @@ private:
                 one_run([&](index_t k) { return vload(g0 + k) + vload(g1 + k); });
             } else if (runs == 1 && nr == 3) {
                 one_run([&](index_t k) { return vload(g0 + k) + vload(g1 + k) + vload(g2 + k); });
+            } else if (runs == 1) {
+                one_run([&](index_t k) {
+                    V v = vload(g0 + k) + vload(g1 + k) + vload(g2 + k);
+                    for (index_t a = 3; a < nr; ++a) v = v + vload(rows[a] + k);
+                    return v;
+                });
             } else {
                 many_runs(rows, end, tab, runs, c0, acc);
             }
-            gather(acc, cb_, c0, cb_, dst);
+            gather(acc, cb_, c0, cb_, dst, st.scratch());
             if (c0 + cb_ >= C_) return true;
         }
     }
@@ -1028,14 +1041,11 @@ private:
             case 3: return each([&](index_t k) { return V::load(s0 + k) + V::load(s1 + k) + V::load(s2 + k); });
             default: break;
         }
-        each([&](index_t k) { return V::load(s0 + k) + V::load(s1 + k) + V::load(s2 + k) + V::load(s3 + k); });
-        for (index_t a = 4; a < nr; ++a) {
-            const T* sa = sh[a] + at;
-            for (index_t i = 0; i < n; i += L) {
-                const index_t j = std::min(i, n - L);
-                (V::load(acc + j) + V::load(sa + j)).store(acc + j);
-            }
-        }
+        each([&](index_t k) {  // one pass: stores cost this machine about two loads
+            V v = V::load(s0 + k) + V::load(s1 + k) + V::load(s2 + k) + V::load(s3 + k);
+            for (index_t a = 4; a < nr; ++a) v = v + V::load(sh[a] + k);
+            return v;
+        });
     }
 
     // One run()'s buffers: slots of share rows (the least recently used one refilled), the
@@ -1056,10 +1066,12 @@ private:
             sum_ = buf_ + k.slots_ * k.pitch_;
             block_ = sum_ + k.pitch_;
             tables_ = block_ + k.Wo_ * k.cb_;
+            scratch_ = tables_ + (k.fixed_ ? 0 : 2 * factor_slots * k.table_);
         }
 
         T* row_sum() noexcept { return sum_; }      // a whole row's vertical sum (pitch_ values)
         T* block_sum() noexcept { return block_; }  // one channel block's (Wo * cb values)
+        T* scratch() noexcept { return scratch_; }  // gather's block sums (2 Wo C values)
 
         // The shares of output row g (outer factor f), from a slot or computed into one.
         const T* share(const M* g, T f) {
@@ -1099,7 +1111,7 @@ private:
         const backward_cl& k_;
         alignas(64) T local_[local_values];
         std::unique_ptr<T[]> heap_;
-        T *buf_ = nullptr, *sum_ = nullptr, *block_ = nullptr, *tables_ = nullptr;
+        T *buf_ = nullptr, *sum_ = nullptr, *block_ = nullptr, *tables_ = nullptr, *scratch_ = nullptr;
         const M* key_[max_slots] = {};
         index_t used_[max_slots] = {};
         index_t clock_ = 0;
@@ -1171,8 +1183,12 @@ private:
 
     // Channels c0 .. c0 + cb - 1 of each input column: the sum of the columns of `sum` (column
     // o at sum + o * pitch, readable a vector past the last) whose windows tap it.
-    void gather(const T* sum, index_t pitch, index_t c0, index_t cb, M* dst) const {
+    void gather(const T* sum, index_t pitch, index_t c0, index_t cb, M* dst, T* scratch) const {
         const index_t n_in = W_ * C_;
+        if (long_) {
+            gather_blocks(sum, pitch, c0, cb, dst, scratch);
+            return;
+        }
         if (C_ >= L) {
             for (index_t x = 0; x < W_; ++x) {
                 const index_t* o = col_ + col_at_[x];
@@ -1229,6 +1245,53 @@ private:
         }
     }
 
+    // gather for long ranges of tapping columns (van Herk / Gil-Werman, as the forward's
+    // block_chunk): the output columns are cut into blocks of span_, each block's prefix and
+    // suffix sums made once, and a range that crosses into the next block is the suffix of
+    // one plus the prefix of the other; a range inside one block is its prefix or suffix
+    // (ranges have span_ columns except where clipped at the row's ends), else summed.
+    void gather_blocks(const T* sum, index_t pitch, index_t c0, index_t cb, M* dst, T* scratch) const {
+        const index_t K = span_;
+        T* const pre = scratch;
+        T* const suf = scratch + Wo_ * cb;
+        // Column by column (contiguous channels: columns a page apart would share L1 sets).
+        auto add = [&](T* to, const T* prev, const T* col) {
+            for (index_t i = 0; i < cb; i += L) {
+                const index_t j = std::min(i, cb - L);
+                (prev ? V::load(prev + j) + V::load(col + j) : V::load(col + j)).store(to + j);
+            }
+        };
+        for (index_t b0 = 0; b0 < Wo_; b0 += K) {
+            const index_t e = std::min(b0 + K, Wo_);
+            for (index_t o = b0; o < e; ++o) add(pre + o * cb, o == b0 ? nullptr : pre + (o - 1) * cb, sum + o * pitch);
+            for (index_t o = e - 1; o >= b0; --o) add(suf + o * cb, o == e - 1 ? nullptr : suf + (o + 1) * cb, sum + o * pitch);
+        }
+        for (index_t x = 0; x < W_; ++x) {
+            const index_t n = col_at_[x + 1] - col_at_[x];
+            M* out = dst + x * C_ + c0;
+            auto put = [&](auto&& f) {
+                for (index_t i = 0; i < cb; i += L) {
+                    const index_t j = std::min(i, cb - L);
+                    vstore(f(j), out + j);
+                }
+            };
+            if (n == 0) {
+                put([](index_t) { return V::splat(T(0)); });
+                continue;
+            }
+            const index_t a = col_[col_at_[x]], b = a + n - 1, ba = a / K * K;
+            if (b >= ba + K) {
+                put([&](index_t j) { return V::load(suf + a * cb + j) + V::load(pre + b * cb + j); });
+            } else if (a == ba) {
+                put([&](index_t j) { return V::load(pre + b * cb + j); });
+            } else if (b == std::min(ba + K, Wo_) - 1) {
+                put([&](index_t j) { return V::load(suf + a * cb + j); });
+            } else {
+                put([&](index_t j) { return column_sum(sum + j, pitch, col_ + col_at_[x], n); });
+            }
+        }
+    }
+
     // One vector of an input column: the sum over its n tapping columns o[] (pitch apart).
     V column_sum(const T* at, index_t pitch, const index_t* o, index_t n) const noexcept {
         if (n == 0) return V::splat(T(0));
@@ -1252,8 +1315,8 @@ private:
 
     const plan_data<R>& p_;
     index_t C_ = 0, W_ = 0, Wo_ = 0, row_ = 0, pitch_ = 0, rows_per_n_ = 1, out_n_ = 0;
-    index_t slots_ = 2, table_ = 0, cb_ = 1, arena_ = 0;
-    bool fixed_ = false, lanes_ = false, direct_ = false, cached_ = true;
+    index_t slots_ = 2, table_ = 0, cb_ = 1, arena_ = 0, span_ = 0, most_runs_ = factor_slots;
+    bool fixed_ = false, lanes_ = false, direct_ = false, cached_ = true, long_ = false;
     bool ranges_ = true;  // every column's tapping columns are consecutive
     T override_ = T(0);
     // Output columns tapping each input column x: col_[col_at_[x] .. col_at_[x + 1]), the
