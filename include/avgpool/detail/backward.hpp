@@ -881,30 +881,49 @@ public:
         T prev_factor[bw_max_rows];
         index_t prev_nr = -1;
         const pool_geometry<R>& g = p_.geometry;
-        for (index_t item = item_begin; item < item_end; ++item) {
-            const index_t n = item / rows_per_n_, r = item % rows_per_n_;
+        const index_t H = R == 3 ? g.input[1] : 1, Ho = R == 3 ? g.output[1] : 1;
+        // Image n, outer input coordinates (z, y) of the item: counted up, not divided.
+        index_t n = item_begin / rows_per_n_, z = 0, y = item_begin % rows_per_n_;
+        if constexpr (R == 3) {
+            z = y / H;
+            y %= H;
+        }
+        // The first axis's taps of z (3-D), kept while z stays.
+        index_t oz[bw_max_rows], fz[bw_max_rows], nz = 0, z_at = -1;
+        auto step = [&] {
+            if (++y < (R == 3 ? H : rows_per_n_)) return;
+            y = 0;
+            if (R == 3 && ++z < g.input[0]) return;
+            z = 0;
+            ++n;
+        };
+        for (index_t item = item_begin; item < item_end; ++item, step()) {
             const M* src = grad_out + n * out_n_;
             M* dst = grad_in + item * W_ * C_;
             index_t nr = 0;
             if constexpr (R == 1) {
-                (void)r;
-                (void)g;
                 rows[0] = src;
                 factor[0] = T(1);
                 nr = 1;
             } else if constexpr (R == 2) {
-                backward_taps<R>(p_, 0, r, [&](index_t o, index_t dv) {
+                backward_taps<R>(p_, 0, y, [&](index_t o, index_t dv) {
                     rows[nr] = src + o * row_;
                     factor[nr++] = static_cast<T>(dv);
                 });
             } else {
-                const index_t H = g.input[1], Ho = g.output[1];
-                backward_taps<R>(p_, 0, r / H, [&](index_t o0, index_t d0) {
-                    backward_taps<R>(p_, 1, r % H, [&](index_t o1, index_t d1) {
-                        rows[nr] = src + (o0 * Ho + o1) * row_;
-                        factor[nr++] = static_cast<T>(d0) * static_cast<T>(d1);  // exact (applicable)
+                if (z != z_at) {
+                    nz = 0;
+                    backward_taps<R>(p_, 0, z, [&](index_t o0, index_t d0) {
+                        oz[nz] = o0;
+                        fz[nz++] = d0;
                     });
-                });
+                    z_at = z;
+                }
+                for (index_t t = 0; t < nz; ++t)
+                    backward_taps<R>(p_, 1, y, [&](index_t o1, index_t d1) {
+                        rows[nr] = src + (oz[t] * Ho + o1) * row_;
+                        factor[nr++] = static_cast<T>(fz[t]) * static_cast<T>(d1);  // exact (applicable)
+                    });
             }
             if (nr == 0) {  // no window taps this row
                 for (index_t i = 0; i < W_ * C_; ++i) sstore(T(0), dst + i);
@@ -1093,10 +1112,19 @@ private:
 
         // Divisors then reciprocals for outer factor f: per output column, or per value of
         // the row with fewer channels than a vector (lanes_).
+        // Least recently used refilled: the up to factor_slots tables one row takes stay.
         const T* table(T f) {
-            for (int t = 0; t < filled_; ++t)
-                if (tf_[t] == f) return tables_ + 2 * t * k_.table_;
-            const int t = filled_ < factor_slots ? filled_++ : (next_++ % factor_slots);
+            ++table_clock_;
+            int t = 0;
+            for (int u = 0; u < filled_; ++u) {
+                if (tf_[u] == f) {
+                    table_used_[u] = table_clock_;
+                    return tables_ + 2 * u * k_.table_;
+                }
+                if (table_used_[u] < table_used_[t]) t = u;
+            }
+            if (filled_ < factor_slots) t = filled_++;
+            table_used_[t] = table_clock_;
             tf_[t] = f;
             T* d = tables_ + 2 * t * k_.table_;
             for (index_t i = 0; i < k_.table_; ++i) {
@@ -1116,7 +1144,9 @@ private:
         index_t used_[max_slots] = {};
         index_t clock_ = 0;
         T tf_[factor_slots] = {};
-        int filled_ = 0, next_ = 0;
+        index_t table_used_[factor_slots] = {};
+        index_t table_clock_ = 0;
+        int filled_ = 0;
     };
 
     // The last axis's divisor factor of output column o.
