@@ -777,11 +777,12 @@ private:
 };
 
 /// Whether backward_cl runs the plan (T: the compute type, float or double): channels-last,
-/// ranks 1-3, divisors exact in T, at most bw_max_rows output rows gathered by one input row.
+/// ranks 1-3, the plan's column lists built, divisors exact in T, at most bw_max_rows output
+/// rows gathered by one input row.
 template <class T, std::size_t R>
 bool backward_cl_applicable(const plan_data<R>& p) noexcept {
     if (!std::is_floating_point<T>::value) return false;
-    if (R > 3 || p.memory_layout != layout::channels_last) return false;
+    if (R > 3 || p.memory_layout != layout::channels_last || p.bw_col_at.empty()) return false;
     return p.max_divisor <= exact_integer_limit<T>() && backward_rows_fit<R>(p);
 }
 
@@ -828,14 +829,8 @@ public:
         override_ = static_cast<T>(p.divisor_override);
         lanes_ = C_ < L && row_ >= L;
         table_ = lanes_ ? row_ : Wo_;
-        if (p.bw_col_at.empty()) {  // a plan made without them
-            build_backward_cols<R>(p, own_cols_, own_col_at_);
-            col_ = own_cols_.data();
-            col_at_ = own_col_at_.data();
-        } else {
-            col_ = p.bw_cols.data();
-            col_at_ = p.bw_col_at.data();
-        }
+        col_ = p.bw_cols.data();
+        col_at_ = p.bw_col_at.data();
         bool scatter = true;
         for (index_t x = 0; x < W_; ++x) {
             const index_t first = col_at_[x], n = col_at_[x + 1] - first;
@@ -1226,12 +1221,7 @@ private:
                 const index_t* o = col_ + col_at_[x];
                 const index_t n = col_at_[x + 1] - col_at_[x];
                 M* out = dst + x * C_ + c0;
-                auto put = [&](auto&& f) {
-                    for (index_t i = 0; i < cb; i += L) {
-                        const index_t j = std::min(i, cb - L);
-                        vstore(f(j), out + j);
-                    }
-                };
+                auto put = [&](auto&& f) { store_block(out, cb, f); };
                 const T* p = sum + (n > 0 ? o[0] * pitch : 0);
                 if (!ranges_ || n > 3) {
                     put([&](index_t j) { return column_sum(sum + j, pitch, o, n); });
@@ -1301,12 +1291,7 @@ private:
         for (index_t x = 0; x < W_; ++x) {
             const index_t n = col_at_[x + 1] - col_at_[x];
             M* out = dst + x * C_ + c0;
-            auto put = [&](auto&& f) {
-                for (index_t i = 0; i < cb; i += L) {
-                    const index_t j = std::min(i, cb - L);
-                    vstore(f(j), out + j);
-                }
-            };
+            auto put = [&](auto&& f) { store_block(out, cb, f); };
             if (n == 0) {
                 put([](index_t) { return V::splat(T(0)); });
                 continue;
@@ -1321,6 +1306,16 @@ private:
             } else {
                 put([&](index_t j) { return column_sum(sum + j, pitch, col_ + col_at_[x], n); });
             }
+        }
+    }
+
+    // Channels j .. j + L - 1 of out from f(j), for each vector of a block of cb channels (the
+    // last vector shifted back to end at cb).
+    template <class F>
+    static void store_block(M* out, index_t cb, F&& f) {
+        for (index_t i = 0; i < cb; i += L) {
+            const index_t j = std::min(i, cb - L);
+            vstore(f(j), out + j);
         }
     }
 
@@ -1351,11 +1346,9 @@ private:
     bool fixed_ = false, lanes_ = false, direct_ = false, cached_ = true, long_ = false;
     bool ranges_ = true;  // every column's tapping columns are consecutive
     T override_ = T(0);
-    // Output columns tapping each input column x: col_[col_at_[x] .. col_at_[x + 1]), the
-    // plan's lists or this call's own.
+    // Output columns tapping each input column x: col_[col_at_[x] .. col_at_[x + 1]) (the plan's).
     const index_t* col_ = nullptr;
     const index_t* col_at_ = nullptr;
-    std::vector<index_t> own_cols_, own_col_at_;
 };
 
 }  // namespace detail
