@@ -861,8 +861,10 @@ public:
         // Long ranges of tapping columns (stride 1, kernel past 5): block sums (gather).
         for (index_t x = 0; x < W_; ++x) span_ = std::max(span_, col_at_[x + 1] - col_at_[x]);
         long_ = ranges_ && C_ >= L && span_ > 5 && Wo_ >= 3 * span_;
+        // Without slots every row goes through divide_blocks (whole blocks of cb_ channels);
+        // else gather may take a whole row.
         arena_ = (slots_ + 1) * pitch_ + Wo_ * cb_ + (fixed_ ? 0 : 2 * factor_slots * table_) +
-                 (long_ ? 2 * Wo_ * C_ : 0);
+                 (long_ ? 2 * Wo_ * (slots_ == 0 ? cb_ : C_) : 0);
     }
 
     /// Input rows of every image: the work items of run().
