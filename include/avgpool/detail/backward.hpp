@@ -964,12 +964,10 @@ public:
                 gather(acc, C_, 0, C_, dst, st.scratch());
             } else {
                 T* acc = st.block_sum();
-                for (index_t c0 = 0;; c0 += cb_) {
-                    c0 = std::min(c0, C_ - cb_);  // the last block shifted back to end at C
+                each_block([&](index_t c0) {
                     for (index_t o = 0; o < Wo_; ++o) add_rows(shares, nr, o * C_ + c0, cb_, acc + o * cb_);
                     gather(acc, cb_, c0, cb_, dst, st.scratch());
-                    if (c0 + cb_ >= C_) break;
-                }
+                });
             }
         }
     }
@@ -992,8 +990,7 @@ private:
         for (index_t u = 0, a = 0; u < runs; a = end[u++]) tab[u] = fixed_ ? nullptr : st.table(factor[a]);
         T* acc = st.block_sum();
         const M *g0 = rows[0], *g1 = nr > 1 ? rows[1] : g0, *g2 = nr > 2 ? rows[2] : g0;
-        for (index_t c0 = 0;; c0 += cb_) {
-            c0 = std::min(c0, C_ - cb_);  // the last block shifted back to end at C
+        each_block([&](index_t c0) {
             // One run of up to three rows (the interior of most pools): sums unrolled.
             auto one_run = [&](auto&& sum) {
                 for (index_t o = 0; o < Wo_; ++o) {
@@ -1021,7 +1018,17 @@ private:
                 many_runs(rows, end, tab, runs, c0, acc);
             }
             gather(acc, cb_, c0, cb_, dst, st.scratch());
-            if (c0 + cb_ >= C_) return true;
+        });
+        return true;
+    }
+
+    // f(c0) for each channel block c0 .. c0 + cb_ - 1, the last shifted back to end at C.
+    template <class F>
+    void each_block(F&& f) const {
+        for (index_t c0 = 0;; c0 += cb_) {
+            c0 = std::min(c0, C_ - cb_);
+            f(c0);
+            if (c0 + cb_ >= C_) return;
         }
     }
 
