@@ -854,16 +854,20 @@ public:
         // 1 pad 3 on 1024x8x8, 58 -> 45 us; one run, 45 -> 33 us the other way).
         most_runs_ = most_rows > 3 ? 2 : factor_slots;
         if (C_ >= L && most_rows == 1) slots_ = 0;  // divide_blocks takes every row
+        // Long ranges of tapping columns (stride 1, kernel past 5): block sums (gather).
+        for (index_t x = 0; x < W_; ++x) span_ = std::max(span_, col_at_[x + 1] - col_at_[x]);
+        long_ = ranges_ && C_ >= L && span_ > 5 && Wo_ >= 3 * span_;
         if (C_ >= L) {  // equal blocks of whole vectors
-            const index_t fit = std::max(L, block_bytes / static_cast<index_t>(sizeof(T)) / std::max<index_t>(Wo_, 1) / L * L);
+            // Long windows: blocks twice as wide, whose sums (three arrays) leave L1 for L2;
+            // narrow blocks cost more in lines touched by two blocks (dlinear, 321 channels:
+            // 16-channel blocks 97 us, 32-64 channels 70 us; 256x35x35 unchanged).
+            const index_t bytes = long_ ? 2 * block_bytes : block_bytes;
+            const index_t fit = std::max(L, bytes / static_cast<index_t>(sizeof(T)) / std::max<index_t>(Wo_, 1) / L * L);
             const index_t nb = (C_ + fit - 1) / fit;
             cb_ = std::min(C_, ((C_ + nb - 1) / nb + L - 1) / L * L);
         } else {
             cb_ = C_;
         }
-        // Long ranges of tapping columns (stride 1, kernel past 5): block sums (gather).
-        for (index_t x = 0; x < W_; ++x) span_ = std::max(span_, col_at_[x + 1] - col_at_[x]);
-        long_ = ranges_ && C_ >= L && span_ > 5 && Wo_ >= 3 * span_;
         // Up to three consecutive tapping columns whose last one grows with x: the output
         // columns' sums are made one at a time in registers and each input column adds the
         // last few (slide), with no row of vertical sums stored and gathered again.
