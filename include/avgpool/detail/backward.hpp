@@ -882,9 +882,12 @@ public:
         // divisions as making the shares, and no share rows stored and read back (3x3 stride
         // 2 on 768x14x14: 21.7 -> 18.0 us; stride 1 unchanged).
         if (slide_) cached_ = false;
+        // Slid rows need no slots and no sums unless divide_blocks may decline (many runs).
+        if (slide_ && most_rows <= most_runs_) slots_ = 0;
+        sums_ = !slide_ || slots_ > 0;
         // Without slots every row goes through divide_blocks (whole blocks of cb_ channels);
         // else gather may take a whole row.
-        arena_ = (slots_ + 1) * pitch_ + Wo_ * cb_ + (fixed_ ? 0 : 2 * factor_slots * table_) +
+        arena_ = slots_ * pitch_ + (sums_ ? pitch_ + Wo_ * cb_ : 0) + (fixed_ ? 0 : 2 * factor_slots * table_) +
                  (long_ ? 2 * Wo_ * (slots_ == 0 ? cb_ : C_) : 0);
     }
 
@@ -1234,8 +1237,8 @@ private:
             for (index_t s = 0; s < k.slots_; ++s)  // zeros past each row: whole-vector reads
                 std::fill(buf_ + s * k.pitch_ + k.row_, buf_ + (s + 1) * k.pitch_, T(0));
             sum_ = buf_ + k.slots_ * k.pitch_;
-            block_ = sum_ + k.pitch_;
-            tables_ = block_ + k.Wo_ * k.cb_;
+            block_ = sum_ + (k.sums_ ? k.pitch_ : 0);
+            tables_ = block_ + (k.sums_ ? k.Wo_ * k.cb_ : 0);
             scratch_ = tables_ + (k.fixed_ ? 0 : 2 * factor_slots * k.table_);
         }
 
@@ -1498,6 +1501,7 @@ private:
     index_t C_ = 0, W_ = 0, Wo_ = 0, row_ = 0, pitch_ = 0, rows_per_n_ = 1, out_n_ = 0;
     index_t slots_ = 2, table_ = 0, cb_ = 1, arena_ = 0, span_ = 0, most_runs_ = factor_slots;
     bool fixed_ = false, lanes_ = false, direct_ = false, cached_ = true, long_ = false, slide_ = false;
+    bool sums_ = true;    // the arena holds a row's and a block's sums
     bool ranges_ = true;  // every column's tapping columns are consecutive
     T override_ = T(0);
     // Output columns tapping each input column x: col_[col_at_[x] .. col_at_[x + 1]) (the plan's).
