@@ -1081,19 +1081,10 @@ private:
                 });
             });
         }
+        V d[factor_slots], r[factor_slots];  // column o's, refilled as slide asks for it
         slide(dst, [&](index_t o) {
-            return [&, o](index_t k) {
-                V total;
-                for (index_t u = 0, a = 0; u < runs; a = end[u++]) {
-                    V d, r;
-                    column_divisor(tab[u], o, d, r);
-                    V sum = vload(rows[a] + o * C_ + k);
-                    for (++a; a < end[u]; ++a) sum = sum + vload(rows[a] + o * C_ + k);
-                    const V q = divide_rounded(sum, d, r);
-                    total = u == 0 ? q : total + q;
-                }
-                return total;
-            };
+            run_divisors(tab, runs, o, d, r);
+            return [&, at = o * C_](index_t k) { return runs_total(rows, end, runs, d, r, at + k); };
         });
     }
 
@@ -1164,22 +1155,32 @@ private:
     }
 
     void many_runs(const M* const* rows, const index_t* end, const T* const* tab, index_t runs, index_t c0, T* acc) const {
-            for (index_t o = 0; o < Wo_; ++o) {
-                V d[factor_slots], r[factor_slots];
-                for (index_t u = 0; u < runs; ++u) column_divisor(tab[u], o, d[u], r[u]);
-                const index_t at = o * C_ + c0;
-                for (index_t i = 0; i < cb_; i += L) {
-                    const index_t j = std::min(i, cb_ - L);
-                    V total;
-                    for (index_t u = 0, a = 0; u < runs; a = end[u++]) {
-                        V sum = vload(rows[a] + at + j);
-                        for (++a; a < end[u]; ++a) sum = sum + vload(rows[a] + at + j);
-                        const V q = divide_rounded(sum, d[u], r[u]);
-                        total = u == 0 ? q : total + q;
-                    }
-                    total.store(acc + o * cb_ + j);
-                }
+        V d[factor_slots], r[factor_slots];
+        for (index_t o = 0; o < Wo_; ++o) {
+            run_divisors(tab, runs, o, d, r);
+            for (index_t i = 0; i < cb_; i += L) {
+                const index_t j = std::min(i, cb_ - L);
+                runs_total(rows, end, runs, d, r, o * C_ + c0 + j).store(acc + o * cb_ + j);
             }
+        }
+    }
+
+    // Output column o's divisor and reciprocal for each run (tab[u]: run u's table).
+    void run_divisors(const T* const* tab, index_t runs, index_t o, V* d, V* r) const noexcept {
+        for (index_t u = 0; u < runs; ++u) column_divisor(tab[u], o, d[u], r[u]);
+    }
+
+    // The vector at k over several runs of rows (run u: rows end[u - 1] .. end[u] - 1): each
+    // run's sum divided by d[u] (r[u] its reciprocal), the quotients added.
+    V runs_total(const M* const* rows, const index_t* end, index_t runs, const V* d, const V* r, index_t k) const noexcept {
+        V total;
+        for (index_t u = 0, a = 0; u < runs; a = end[u++]) {
+            V sum = vload(rows[a] + k);
+            for (++a; a < end[u]; ++a) sum = sum + vload(rows[a] + k);
+            const V q = divide_rounded(sum, d[u], r[u]);
+            total = u == 0 ? q : total + q;
+        }
+        return total;
     }
 
     // acc[0 .. n) = the sum of sh[0 .. nr)[at .. at + n) (n >= L; the last vector shifted back

@@ -840,13 +840,13 @@ private:
     // result, row A + 1 axis A's own.
     template <std::size_t A>
     void global_level(T* sums, const M* p, index_t nv, index_t cb, T* out, bool first, index_t n0 = 0) const noexcept {
-        T* own = sums + static_cast<index_t>(A + 1) * nv * L;
         const index_t n = A == 0 ? n0 : p_.geometry.input[A];
         if constexpr (A + 1 == R) {
-            (void)own;
+            (void)sums;
             if (first) global_pass_sum<false>(p, n, nv, cb, out);
             else global_pass_sum<true>(p, n, nv, cb, out);
         } else {
+            T* own = sums + static_cast<index_t>(A + 1) * nv * L;
             index_t step = A == 0 ? C_ * p_.geometry.dilations[0] : C_;
             for (std::size_t a = A + 1; a < R; ++a) step *= p_.geometry.input[a];
             for (index_t i = 0; i < n; ++i) global_level<A + 1>(sums, p + i * step, nv, cb, own, i == 0);
