@@ -82,6 +82,10 @@ struct plan_data {
     std::vector<std::int32_t> perm_hidx;
     std::vector<std::uint16_t> perm_hmask;
     index_t perm_htaps = 0;
+    // 3-D pools it runs slice-sums first (perm_slices_first): per first-axis output the slice
+    // offsets its window sums, per second-axis output the row offsets in a slice (-1: none),
+    // each padded to the longest window; empty otherwise.
+    std::vector<index_t> perm_slices, perm_hrows;
     // Its backward tables: per outer input row, the outer output rows summing it; per input
     // column, the outputs tapping it (perm_btaps per column).
     std::vector<index_t> perm_brows, perm_bcols;

@@ -34,6 +34,14 @@
 #define AVGPOOL_ALWAYS_INLINE inline
 #endif
 #endif
+// The same for a lambda (after its parameter list).
+#ifndef AVGPOOL_INLINE_LAMBDA
+#if defined(__GNUC__) || defined(__clang__)
+#define AVGPOOL_INLINE_LAMBDA __attribute__((always_inline))
+#else
+#define AVGPOOL_INLINE_LAMBDA
+#endif
+#endif
 
 namespace avgpool {
 namespace detail {
