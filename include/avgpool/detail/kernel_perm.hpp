@@ -532,7 +532,6 @@ private:
         // Everything in locals: the stores may alias any member as far as the compiler knows.
         const float* const rdiv = average_ ? p_.template plane_reciprocals<float>() : nullptr;
         const index_t* const off = kd_ > 0 ? p_.perm_hrows.data() : p_.perm_rows.data();
-        const M* const zero = reinterpret_cast<const M*>(zero_);
         const index_t Wo = Wo_, kv = V > 0 ? V : kv_, xs = xs_, os = os_, nch = nch_;
         const chunk* const chunks = chunks_.data();
         const std::int32_t* const idx_all = idx_;
@@ -563,10 +562,12 @@ private:
             perm_store(y + r * Wo + o0, keep, v);
         };
         // The vertical sum of output row r's input rows of plane x, columns [col, col + 16)
-        // under keep.
-        auto down = [&](const M* x, index_t r, __mmask16 keep, index_t col) AVGPOOL_INLINE_LAMBDA {
+        // under keep (x: the input, M, or a slice of float sums; zero_ serves both).
+        auto down = [&](const auto* x, index_t r, __mmask16 keep, index_t col) AVGPOOL_INLINE_LAMBDA {
+            using E = std::remove_cv_t<std::remove_pointer_t<decltype(x)>>;
+            const E* const none = reinterpret_cast<const E*>(zero_);
             const index_t* o = off + r * kv;
-            return perm_sum<V>(kv, [&](index_t i) { return perm_load(keep, o[i] >= 0 ? x + o[i] + col : zero); });
+            return perm_sum<V>(kv, [&](index_t i) { return perm_load(keep, o[i] >= 0 ? x + o[i] + col : none); });
         };
         const __m512 z = _mm512_setzero_ps();
         // Longer rows: chunk by chunk, each with its own tables.
@@ -626,7 +627,6 @@ private:
             const index_t* const sl = p_.perm_slices.data();
             const index_t kd = kd_, ho = ho_, hw = xs / p_.geometry.input[0];
             const index_t pitch = (hw + 15) / 16 * 16, group = perm_slice_max / pitch;
-            const float* const fzero = reinterpret_cast<const float*>(zero_);
             // The slice of od's sums at at.
             auto sum_slices = [&](const M* x, index_t od, float* at) AVGPOOL_INLINE_LAMBDA {
                 const index_t* const s = sl + od * kd;
@@ -650,11 +650,6 @@ private:
                     default: fixed(std::integral_constant<int, 0>{}); break;
                 }
             };
-            // Output row oh's vertical sum over the slice of sums at S, columns col ...
-            auto from_sums = [&](const float* S, index_t oh, __mmask16 keep, index_t col) AVGPOOL_INLINE_LAMBDA {
-                const index_t* o = off + oh * kv;
-                return perm_sum<V>(kv, [&](index_t i) { return perm_load(keep, o[i] >= 0 ? S + o[i] + col : fzero); });
-            };
             for (index_t c = c0; c < c1; ++c) {
                 const M* const x = in + c * xs;
                 M* const y = out + c * os;
@@ -666,13 +661,13 @@ private:
                         const float* const S = sums + (od - od0) * pitch;
                         if (pack) {
                             for (; r + 1 < end; r += 2)
-                                finish(y, across(from_sums(S, r - base, lo, 0), from_sums(S, r + 1 - base, lo, 0), idx, m), r, 0, two);
-                            if (r < end) finish(y, across(from_sums(S, r - base, lo, 0), z, idx, m), r, 0, one);
+                                finish(y, across(down(S, r - base, lo, 0), down(S, r + 1 - base, lo, 0), idx, m), r, 0, two);
+                            if (r < end) finish(y, across(down(S, r - base, lo, 0), z, idx, m), r, 0, one);
                         } else if (!wide) {
-                            for (; r < end; ++r) finish(y, across(from_sums(S, r - base, lo, 0), z, idx, m), r, 0, one);
+                            for (; r < end; ++r) finish(y, across(down(S, r - base, lo, 0), z, idx, m), r, 0, one);
                         } else {
                             for (; r < end; ++r)
-                                finish(y, across(from_sums(S, r - base, lo, 0), from_sums(S, r - base, hi, 16), idx, m), r, 0, one);
+                                finish(y, across(down(S, r - base, lo, 0), down(S, r - base, hi, 16), idx, m), r, 0, one);
                         }
                         r = end;
                     }
@@ -713,7 +708,7 @@ private:
     __mmask16 two_ = 0;
     alignas(64) std::int32_t idx_[perm_max_chunks * perm_max_taps * 16];
     std::uint16_t mask_[perm_max_chunks * perm_max_taps];
-    alignas(64) unsigned char zero_[16 * sizeof(float)] = {};  // a zero vector of 16 M
+    alignas(64) unsigned char zero_[16 * sizeof(float)] = {};  // a zero vector of 16 floats (or M)
 };
 
 /// Backward through permutes, float: for each input row and 16-column vector of it, the sum
