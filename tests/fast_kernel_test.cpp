@@ -412,6 +412,47 @@ TEST(SameKernel, EightWidePlanes) {
     }
 }
 
+// 3x3 pad 1 on planes 2 to 63 wide, which AVX-512 float builds run as flat vectors with the
+// horizontal sums in registers (a window of 2 Q + 3 vectors, Q = W / 16): every Q, widths
+// around the vector boundaries (a row shorter than, equal to and just past 16, 32, 48 lanes),
+// heights of one row up, plane sizes that end mid-vector and on a vector boundary, every divisor
+// rule and the override, forward and backward, one plane and several.
+TEST(SameKernel, FlatPlanesThreeByThree) {
+    std::mt19937_64 gen(1935);
+    for (index_t W : {2, 3, 9, 15, 16, 17, 31, 32, 33, 35, 47, 48, 56, 63}) {
+        for (index_t H : {1, 2, 3, 16, 35}) {
+            for (int mode = 0; mode < 3; ++mode) {
+                avgpool::pool_attrs<2> a = same3x3();
+                if (mode == 1) a.divisor = avgpool::divisor_type::include_pad;
+                if (mode == 2) a.divisor_override = 5;
+                const index_t C = (W + H + mode) % 2 == 0 ? 1 : 3;
+                const std::string t = "H " + std::to_string(H) + " W " + std::to_string(W) + " C " + std::to_string(C) +
+                                      " mode " + std::to_string(mode);
+                compare<float, 2>({1, C, H, W}, a, gen, t, kernel_kind::same);
+                compare_backward<float>({1, C, H, W}, a, gen, t);
+                if (::testing::Test::HasFatalFailure()) return;
+            }
+        }
+    }
+    // Non-finite values stay inside their windows: plane 1 of 3 has a NaN in its last row and
+    // column, so only the outputs in the 2x2 corner next to it are NaN and planes 0 and 2 are
+    // untouched (all ones in: all ones out, exclude-pad).
+    const index_t H = 17, W = 35, n = H * W;
+    auto plan = avgpool::pooling<2>::create({1, 3, H, W}, same3x3());
+    ASSERT_TRUE(plan);
+    std::vector<float> in(static_cast<std::size_t>(3 * n), 1.0f), out(static_cast<std::size_t>(3 * n), 0.0f);
+    in[static_cast<std::size_t>(n + n - 1)] = std::numeric_limits<float>::quiet_NaN();
+    ASSERT_TRUE(plan->forward(in.data(), out.data()));
+    for (index_t i = 0; i < 3 * n; ++i) {
+        const index_t p = i / n, r = i % n / W, c = i % W;
+        const bool near = p == 1 && r >= H - 2 && c >= W - 2;
+        EXPECT_EQ(std::isnan(out[static_cast<std::size_t>(i)]), near) << "output " << i;
+        if (!near) {
+            EXPECT_EQ(out[static_cast<std::size_t>(i)], 1.0f) << "output " << i;
+        }
+    }
+}
+
 // 2x2 stride 2 with whole windows: any extents (odd ones leave a row / column unread), pads
 // that no window reaches, every divisor rule and override; forward in two calls and backward.
 template <class T>

@@ -637,11 +637,11 @@ private:
                 auto fixed = [&](auto n) AVGPOOL_INLINE_LAMBDA {
                     constexpr int N = decltype(n)::value;
                     const index_t full = hw / 16 * 16;
-                    auto one = [&](__mmask16 k, index_t j) AVGPOOL_INLINE_LAMBDA {
+                    auto vec = [&](__mmask16 k, index_t j) AVGPOOL_INLINE_LAMBDA {
                         _mm512_store_ps(at + j, perm_sum<N>(nd, [&](index_t i) { return perm_load(k, x + s[i] + j); }));
                     };
-                    for (index_t j = 0; j < full; j += 16) one(__mmask16(0xffff), j);
-                    if (full < hw) one(__mmask16((1u << (hw - full)) - 1u), full);
+                    for (index_t j = 0; j < full; j += 16) vec(__mmask16(0xffff), j);
+                    if (full < hw) vec(__mmask16((1u << (hw - full)) - 1u), full);
                 };
                 switch (nd) {
                     case 0: std::fill(at, at + pitch, 0.0f); break;

@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <type_traits>
 #include <vector>
@@ -30,6 +31,8 @@ namespace avgpool {
 namespace detail {
 
 constexpr index_t same_max_kernel = 7;
+// flat3() keeps 2 Q + 3 vectors of horizontal sums in registers: planes up to 16 (Q + 1) - 1 wide.
+constexpr index_t flat3_max_q = 3;
 // A whole plane is one segment while its masks (kernel width x plane) stay this small.
 constexpr index_t same_plane_mask_budget = 8192;
 // Planes up to this many elements: the padded buffer of horizontal sums stays in L2.
@@ -89,6 +92,8 @@ public:
         masks_ = p.template same_masks<T>(transpose);
         rgrid_ = p.template plane_reciprocals<T>();
         narrow8_ = narrow8_supported() && W_ == 8 && H_ % 2 == 0 && kh_ == 3 && kw_ == 3 && pt_ == 1 && pl_ == 1;
+        flat3_ = !narrow8_ && narrow8_supported() && W_ >= 2 && W_ < 16 * (flat3_max_q + 1) && kh_ == 3 && kw_ == 3 &&
+                 pt_ == 1 && pl_ == 1;
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
@@ -101,6 +106,12 @@ public:
             narrow8<false>(in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
             return;
         }
+        if constexpr (std::is_same<M, T>::value) {
+            if (flat3_) {
+                flat3<false>(in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
+                return;
+            }
+        }
         std::vector<T> buf(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), T(0));
         for (index_t item = item_begin; item < item_end; ++item)
             plane(in, in_end, in + item * n_, out + item * n_, buf.data());
@@ -111,6 +122,10 @@ public:
     void run_backward(const T* grad_out, T* grad_in, index_t item_begin, index_t item_end) const {
         if (narrow8_) {
             narrow8<true>(grad_out + item_begin * n_, grad_in + item_begin * n_, item_end - item_begin);
+            return;
+        }
+        if (flat3_) {
+            flat3<true>(grad_out + item_begin * n_, grad_in + item_begin * n_, item_end - item_begin);
             return;
         }
         std::vector<T> buf(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), T(0));
@@ -198,6 +213,119 @@ private:
         (void)src, (void)dst, (void)count;
     }
 
+    // 3x3 pad 1 on planes 2 to 63 wide (Inception's 35x35, 17x17; ResNet-style 56x56), float
+    // with AVX-512, one plane at a time as a flat array of vectors with every intermediate in
+    // registers. The general path stores the horizontal sums and reads them back three times,
+    // and reads each input and mask vector three times: on AMD Zen 4 (one 64-byte store per
+    // two cycles, misaligned loads a third slower) those L1 accesses, not memory, set its speed.
+    // Here, per vector: one input load, one output store, two 16-bit masks and the reciprocals.
+    //  - horizontal: h = (left + x) + right, left and right the input vector shifted a lane
+    //    across its neighbours (alignr), zeroed where they would wrap into the row before or
+    //    after or past the plane (so h is 0 past the plane);
+    //  - vertical: out = (h[p - W] + h) + h[p + W], read from the window of horizontal-sum
+    //    vectors kept in registers (W = 16 Q + r: a two-vector permute by r lanes), vectors
+    //    outside the plane 0.
+    // The same operations in the same order as the general path (zeros where it ANDs taps
+    // away, the same reciprocal), so the results are bit-identical to it. Scaled (backward):
+    // each value times its 1 / divisor as it is loaded, no multiply at the end.
+    template <bool Scaled>
+    void flat3(const T* src, T* dst, index_t count) const {
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+        if constexpr (narrow8_supported()) {
+            switch (W_ / 16) {
+                case 0: return flat3_q<0, Scaled>(src, dst, count);
+                case 1: return flat3_q<1, Scaled>(src, dst, count);
+                case 2: return flat3_q<2, Scaled>(src, dst, count);
+                default: return flat3_q<3, Scaled>(src, dst, count);
+            }
+        }
+#endif
+        (void)src, (void)dst, (void)count;
+    }
+
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+    template <int Q, bool Scaled>
+    void flat3_q(const T* src, T* dst, index_t count) const {
+        if constexpr (narrow8_supported()) {
+            const index_t n = n_, W = W_, nv = (n + 15) / 16;
+            // Lanes of vector j whose left / right tap is inside the row and the plane.
+            std::vector<std::uint16_t> kl(static_cast<std::size_t>(nv)), kr(static_cast<std::size_t>(nv));
+            for (index_t j = 0; j < nv; ++j)
+                for (index_t l = 0; l < 16; ++l) {
+                    const index_t pos = 16 * j + l, col = pos % W;
+                    if (pos < n && col > 0) kl[static_cast<std::size_t>(j)] |= std::uint16_t(1u << l);
+                    if (pos < n && col < W - 1) kr[static_cast<std::size_t>(j)] |= std::uint16_t(1u << l);
+                }
+            const index_t r = W - 16 * Q;
+            // h[p - W] from the concatenation (H[j - Q - 1], H[j - Q]): lane l is element
+            // 16 + l - r; h[p + W] from (H[j + Q], H[j + Q + 1]): element l + r.
+            const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+            const __m512i up_idx = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(16 - r)));
+            const __m512i down_idx = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(r)));
+            const bool average = !Scaled && op_ == pool_op::average;
+            const T* const rgrid = rgrid_;
+            const std::uint16_t* const klp = kl.data();
+            const std::uint16_t* const krp = kr.data();
+            const __mmask16 tail = static_cast<__mmask16>(n % 16 == 0 ? 0xffffu : (1u << (n % 16)) - 1u);
+            constexpr int NH = 2 * Q + 3;  // H[j - Q - 1] .. H[j + Q + 1]
+            const __m512 zero = _mm512_setzero_ps();
+            for (index_t c = 0; c < count; ++c) {
+                const float* x = src + c * n;
+                float* y = dst + c * n;
+                // Input vector t (zeros outside the plane; the last one read masked).
+                auto load = [&](index_t t) AVGPOOL_INLINE_LAMBDA {
+                    if (t < 0 || t >= nv) return zero;
+                    __m512 v = t + 1 < nv ? _mm512_loadu_ps(x + 16 * t) : _mm512_maskz_loadu_ps(tail, x + 16 * t);
+                    if constexpr (Scaled) {
+                        v = _mm512_mul_ps(v, t + 1 < nv ? _mm512_loadu_ps(rgrid + 16 * t)
+                                                        : _mm512_maskz_loadu_ps(tail, rgrid + 16 * t));
+                    }
+                    return v;
+                };
+                __m512 xp = zero, xc = zero, xn = load(0);  // inputs t - 1, t, t + 1
+                // Horizontal sums of vector t from (xp, xc, xn).
+                auto hsum = [&](index_t t) AVGPOOL_INLINE_LAMBDA {
+                    if (t < 0 || t >= nv) return zero;
+                    const __mmask16 ml = klp[t], mr = krp[t];
+                    const __m512 left = _mm512_castsi512_ps(
+                        _mm512_maskz_alignr_epi32(ml, _mm512_castps_si512(xc), _mm512_castps_si512(xp), 15));
+                    const __m512 right = _mm512_castsi512_ps(
+                        _mm512_maskz_alignr_epi32(mr, _mm512_castps_si512(xn), _mm512_castps_si512(xc), 1));
+                    return _mm512_add_ps(_mm512_add_ps(left, xc), right);
+                };
+                __m512 h[NH];
+                for (int i = 0; i < NH; ++i) h[i] = zero;
+                // Fill the window for output vector 0: H[-Q-1 .. Q+1]; H[t] needs inputs up to t + 1.
+                for (index_t t = 0; t <= Q + 1; ++t) {
+                    xp = xc;
+                    xc = xn;
+                    xn = load(t + 1);
+                    h[Q + 1 + t] = hsum(t);
+                }
+                for (index_t j = 0; j < nv; ++j) {
+                    const __m512 up = _mm512_permutex2var_ps(h[0], up_idx, h[1]);
+                    const __m512 down = _mm512_permutex2var_ps(h[NH - 2], down_idx, h[NH - 1]);
+                    __m512 acc = _mm512_add_ps(_mm512_add_ps(up, h[Q + 1]), down);
+                    if (j + 1 < nv) {
+                        if (average) acc = _mm512_mul_ps(acc, _mm512_loadu_ps(rgrid + 16 * j));
+                        _mm512_storeu_ps(y + 16 * j, acc);
+                    } else {
+                        if (average) acc = _mm512_mul_ps(acc, _mm512_maskz_loadu_ps(tail, rgrid + 16 * j));
+                        _mm512_mask_storeu_ps(y + 16 * j, tail, acc);
+                    }
+                    // Slide: H[j + Q + 2] enters (inputs up to j + Q + 3).
+                    for (int i = 0; i + 1 < NH; ++i) h[i] = h[i + 1];
+                    const index_t t = j + Q + 2;
+                    xp = xc;
+                    xc = xn;
+                    xn = load(t + 1);
+                    h[NH - 1] = hsum(t);
+                }
+            }
+        }
+    }
+#endif
+
     // One plane: src inside [in, in_end), which bounds the vector reads.
     template <class E>
     void plane(const E* in, const E* in_end, const E* src, E* dst, T* buf) const {
@@ -284,13 +412,16 @@ private:
 
     template <int K, class E>
     void hseg(const E* in, const E* in_end, const E* src, T* dst) const {
-        const index_t ms = stride_;
+        // Members in locals: GCC reloaded them (and kept i on the stack) after every store,
+        // a chain through memory that made this loop 2.5x slower on AMD Zen 4.
+        const index_t ms = stride_, m = m_, pl = pl_, W = W_;
+        const T* const masks = masks_;
         // With one row per segment, vectors whose every tap stays inside the row need no masks.
-        const index_t ilo = m_ == W_ ? pl_ : m_, ihi = W_ - L - K + 1 + pl_;
+        const index_t ilo = m == W ? pl : m, ihi = W - L - K + 1 + pl;
         const index_t before = src - in, after = in_end - src;  // readable around src
-        for (index_t i = 0; i < m_; i += L) {
+        for (index_t i = 0; i < m; i += L) {
             // Offsets, not pointers, until the reads are known to be inside [in, in_end).
-            const index_t off = i - pl_;
+            const index_t off = i - pl;
             if (i >= ilo && i <= ihi) {
                 const E* lo = src + off;
                 V acc = vload(lo);
@@ -298,7 +429,7 @@ private:
                 acc.store(dst + i);
             } else if (off >= -before && off + K - 1 + L <= after) {
                 const E* lo = src + off;
-                const T* mk = masks_ + i;
+                const T* mk = masks + i;
                 V acc = vload(lo).bit_and(V::load(mk));
                 for (int j = 1; j < K; ++j) acc = acc + vload(lo + j).bit_and(V::load(mk + j * ms));
                 acc.store(dst + i);
@@ -306,11 +437,11 @@ private:
                 // At the very start or end of the tensor: per lane, reading only valid taps.
                 for (index_t e = 0; e < L; ++e) {
                     const index_t x = i + e;
-                    const index_t w = x % W_;
+                    const index_t w = x % W;
                     T acc = T(0);
-                    if (x < m_)
-                        for (index_t j = 0; j < kw_; ++j)
-                            if (w + j - pl_ >= 0 && w + j - pl_ < W_) acc += sload(src[x + j - pl_]);
+                    if (x < m)
+                        for (index_t j = 0; j < K; ++j)
+                            if (w + j - pl >= 0 && w + j - pl < W) acc += sload(src[x + j - pl]);
                     dst[x] = acc;
                 }
             }
@@ -335,10 +466,11 @@ private:
     void vrows(const T* hs, E* out, index_t i0, index_t i1) const {
         const bool average = op_ == pool_op::average;
         const index_t W = W_;
+        const T* const rgrid = rgrid_;
         auto at = [&](index_t i) {
             V acc = V::load(hs + i);
             for (int t = 1; t < K; ++t) acc = acc + V::load(hs + i + t * W);
-            return average ? acc * V::load(rgrid_ + i) : acc;
+            return average ? acc * V::load(rgrid + i) : acc;
         };
         index_t i = i0;
         for (; i + L <= i1; i += L) vstore(at(i), out + i);
@@ -359,6 +491,7 @@ private:
     const T* masks_ = nullptr;
     const T* rgrid_ = nullptr;
     bool narrow8_ = false;  // narrow8() runs the forward pass
+    bool flat3_ = false;    // flat3() does (for float storage)
 };
 
 }  // namespace detail
