@@ -374,6 +374,7 @@ private:
         const index_t kw = g.kernel[R - 1], pl = g.pads_begin[R - 1];
         build_same_masks(pl, d_.same_mask_f, d_.same_mask_d);
         build_same_masks(kw - 1 - pl, d_.same_bmask_f, d_.same_bmask_d);
+        if (detail::flat3_geometry<R>(d_)) d_.same_kmask = detail::flat3_masks(g.input[0] * g.input[R - 1], g.input[R - 1]);
     }
     void build_same_masks(index_t pl, std::vector<float>& mask_f, std::vector<double>& mask_d) {
         const pool_geometry<R>& g = d_.geometry;

@@ -62,6 +62,27 @@ index_t same_segment(const plan_data<R>& p) noexcept {
     return g.kernel[R - 1] * n <= same_plane_mask_budget ? n : g.input[R - 1];
 }
 
+/// Whether same_kernel's flat3() path fits the geometry: 3x3 pad 1 (so the flipped windows of
+/// backward are the same), planes 2 to 16 (flat3_max_q + 1) - 1 wide.
+template <std::size_t R>
+bool flat3_geometry(const plan_data<R>& p) noexcept {
+    const pool_geometry<R>& g = p.geometry;
+    return same_geometry<R>(p) && g.kernel[0] == 3 && g.kernel[R - 1] == 3 && g.pads_begin[0] == 1 &&
+           g.pads_begin[R - 1] == 1 && g.input[R - 1] >= 2 && g.input[R - 1] < 16 * (flat3_max_q + 1);
+}
+
+/// flat3()'s lane masks for a plane of n values W wide (plan_data::same_kmask).
+inline std::vector<std::uint16_t> flat3_masks(index_t n, index_t W) {
+    std::vector<std::uint16_t> k(static_cast<std::size_t>(2 * ((n + 15) / 16)), 0);
+    for (index_t pos = 0, col = 0; pos < n; ++pos, col = col + 1 == W ? 0 : col + 1) {
+        const auto bit = static_cast<std::uint16_t>(1u << (pos % 16));
+        const std::size_t j = static_cast<std::size_t>(pos / 16);
+        if (col > 0) k[2 * j] = static_cast<std::uint16_t>(k[2 * j] | bit);
+        if (col < W - 1) k[2 * j + 1] = static_cast<std::uint16_t>(k[2 * j + 1] | bit);
+    }
+    return k;
+}
+
 template <class T, std::size_t R>
 bool same_applicable(const plan_data<R>& p) noexcept {
     return p.max_divisor <= exact_integer_limit<T>() && !p.plane_rdiv_f.empty() &&
@@ -92,8 +113,7 @@ public:
         masks_ = p.template same_masks<T>(transpose);
         rgrid_ = p.template plane_reciprocals<T>();
         narrow8_ = narrow8_supported() && W_ == 8 && H_ % 2 == 0 && kh_ == 3 && kw_ == 3 && pt_ == 1 && pl_ == 1;
-        flat3_ = !narrow8_ && narrow8_supported() && W_ >= 2 && W_ < 16 * (flat3_max_q + 1) && kh_ == 3 && kw_ == 3 &&
-                 pt_ == 1 && pl_ == 1;
+        flat3_ = !narrow8_ && narrow8_supported() && !p.same_kmask.empty();
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
@@ -247,16 +267,8 @@ private:
     template <int Q, bool Scaled>
     void flat3_q(const T* src, T* dst, index_t count) const {
         if constexpr (narrow8_supported()) {
-            const index_t n = n_, W = W_, nv = (n + 15) / 16;
-            // Lanes of vector j whose left / right tap is inside the row and the plane.
-            std::vector<std::uint16_t> kl(static_cast<std::size_t>(nv)), kr(static_cast<std::size_t>(nv));
-            for (index_t j = 0; j < nv; ++j)
-                for (index_t l = 0; l < 16; ++l) {
-                    const index_t pos = 16 * j + l, col = pos % W;
-                    if (pos < n && col > 0) kl[static_cast<std::size_t>(j)] |= std::uint16_t(1u << l);
-                    if (pos < n && col < W - 1) kr[static_cast<std::size_t>(j)] |= std::uint16_t(1u << l);
-                }
-            const index_t r = W - 16 * Q;
+            const index_t n = n_, nv = (n + 15) / 16;
+            const index_t r = W_ - 16 * Q;
             // h[p - W] from the concatenation (H[j - Q - 1], H[j - Q]): lane l is element
             // 16 + l - r; h[p + W] from (H[j + Q], H[j + Q + 1]): element l + r.
             const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
@@ -264,17 +276,16 @@ private:
             const __m512i down_idx = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(r)));
             const bool average = !Scaled && op_ == pool_op::average;
             const T* const rgrid = rgrid_;
-            const std::uint16_t* const klp = kl.data();
-            const std::uint16_t* const krp = kr.data();
+            const std::uint16_t* const km = p_.same_kmask.data();
             const __mmask16 tail = static_cast<__mmask16>(n % 16 == 0 ? 0xffffu : (1u << (n % 16)) - 1u);
             constexpr int NH = 2 * Q + 3;  // H[j - Q - 1] .. H[j + Q + 1]
             const __m512 zero = _mm512_setzero_ps();
             for (index_t c = 0; c < count; ++c) {
                 const float* x = src + c * n;
                 float* y = dst + c * n;
-                // Input vector t (zeros outside the plane; the last one read masked).
+                // Input vector t (zeros past the plane; the last one read masked).
                 auto load = [&](index_t t) AVGPOOL_INLINE_LAMBDA {
-                    if (t < 0 || t >= nv) return zero;
+                    if (t >= nv) return zero;
                     __m512 v = t + 1 < nv ? _mm512_loadu_ps(x + 16 * t) : _mm512_maskz_loadu_ps(tail, x + 16 * t);
                     if constexpr (Scaled) {
                         v = _mm512_mul_ps(v, t + 1 < nv ? _mm512_loadu_ps(rgrid + 16 * t)
@@ -285,8 +296,8 @@ private:
                 __m512 xp = zero, xc = zero, xn = load(0);  // inputs t - 1, t, t + 1
                 // Horizontal sums of vector t from (xp, xc, xn).
                 auto hsum = [&](index_t t) AVGPOOL_INLINE_LAMBDA {
-                    if (t < 0 || t >= nv) return zero;
-                    const __mmask16 ml = klp[t], mr = krp[t];
+                    if (t >= nv) return zero;
+                    const __mmask16 ml = km[2 * t], mr = km[2 * t + 1];
                     const __m512 left = _mm512_castsi512_ps(
                         _mm512_maskz_alignr_epi32(ml, _mm512_castps_si512(xc), _mm512_castps_si512(xp), 15));
                     const __m512 right = _mm512_castsi512_ps(

@@ -69,6 +69,10 @@ struct plan_data {
     // The same for backward's flipped windows (pad_left' = kernel - 1 - pad_left).
     std::vector<float> same_bmask_f;
     std::vector<double> same_bmask_d;
+    // flat3()'s lane masks (3x3 pad 1, planes 2 to 63 wide; else empty): for 16-lane vector j
+    // of a plane, at [2 j] the lanes whose left tap and at [2 j + 1] those whose right tap lie
+    // inside the row and the plane. The same for forward and backward (the pads are symmetric).
+    std::vector<std::uint16_t> same_kmask;
     // 1 / divisor per output of a plane (rounded once from the exact divisor; empty windows as
     // in flat_div), for the same-grid and tile kernels; empty when neither applies.
     std::vector<float> plane_rdiv_f;
