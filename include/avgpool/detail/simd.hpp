@@ -34,6 +34,17 @@
 #define AVGPOOL_ALWAYS_INLINE inline
 #endif
 #endif
+// A kernel's inner loop kept out of its caller: inlined into the large dispatch functions, its
+// loop-invariant values were spilled and reloaded from the stack every iteration.
+#ifndef AVGPOOL_NOINLINE
+#if defined(__GNUC__) || defined(__clang__)
+#define AVGPOOL_NOINLINE __attribute__((noinline))
+#elif defined(_MSC_VER)
+#define AVGPOOL_NOINLINE __declspec(noinline)
+#else
+#define AVGPOOL_NOINLINE
+#endif
+#endif
 // The same for a lambda (after its parameter list).
 #ifndef AVGPOOL_INLINE_LAMBDA
 #if defined(__GNUC__) || defined(__clang__)
