@@ -139,8 +139,7 @@ public:
             }
         }
         if (strip3_) {
-            for (index_t item = item_begin; item < item_end; ++item)
-                strip3(in, in_end, in + item * n_, out + item * n_);
+            strip3(in, in_end, in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
             return;
         }
         std::vector<T> buf(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), T(0));
@@ -171,7 +170,7 @@ public:
             for (; i + L <= n_; i += L) (V::load(g + i) * V::load(rgrid_ + i)).store(gs + i);
             for (; i < n_; ++i) gs[i] = g[i] * rgrid_[i];
             if (strip3_)
-                strip3(scaled.data(), scaled.data() + scaled.size(), gs, grad_in + item * n_);
+                strip3(scaled.data(), scaled.data() + scaled.size(), gs, grad_in + item * n_, 1);
             else
                 plane(scaled.data(), scaled.data() + scaled.size(), gs, grad_in + item * n_, buf.data());
         }
@@ -361,75 +360,87 @@ private:
     // last strip starts at W - L, recomputing the lanes it shares with the one before to the
     // same values. The same operations in the same order as the plane path (left + centre, then
     // + right; row above + row, then + row below; then the reciprocal).
+    // Planes [0, count) from src: in blocks of up to 8 KiB of input, strip by strip across the
+    // block (small planes: the per-strip set-up, masks and reciprocals, once per block).
     template <class E>
-    void strip3(const E* in, const E* in_end, const E* src, E* dst) const {
-        const index_t H = H_, W = W_;
-        for (index_t c0 = 0; c0 < W; c0 += L) {
-            const index_t c = std::min(c0, W - L);
-            if (c == 0 || c + L + 1 > W)
-                strip3_column<true>(in, in_end, src, dst, c);
-            else
-                strip3_column<false>(in, in_end, src, dst, c);
+    void strip3(const E* in, const E* in_end, const E* src, E* dst, index_t count) const {
+        const index_t W = W_, n = n_;
+        const index_t block = std::max(index_t(1), index_t(8192 / sizeof(E)) / n);
+        for (index_t b = 0; b < count; b += block) {
+            const index_t nb = std::min(block, count - b);
+            for (index_t c0 = 0; c0 < W; c0 += L) {
+                const index_t c = std::min(c0, W - L);
+                if (c == 0 || c + L + 1 > W)
+                    strip3_column<true>(in, in_end, src + b * n, dst + b * n, nb, c);
+                else
+                    strip3_column<false>(in, in_end, src + b * n, dst + b * n, nb, c);
+            }
         }
-        (void)H;
     }
 
     template <bool Edge, class E>
-    AVGPOOL_NOINLINE void strip3_column(const E* in, const E* in_end, const E* src, E* dst, index_t c) const {
-        const index_t H = H_, W = W_;
+    AVGPOOL_NOINLINE void strip3_column(const E* in, const E* in_end, const E* src0, E* dst0, index_t count,
+                                        index_t c) const {
+        const index_t H = H_, W = W_, n = n_;
         const bool average = op_ == pool_op::average;
-        const index_t before = src - in, after = in_end - src;  // readable around src
-        // Rows whose vector reads (tap 0 of lane 0 to tap 2 of the last lane) stay inside
-        // [in, in_end): all but, at most, the first row of the tensor and its last.
-        const index_t r_lo = Edge && c - 1 < -before ? 1 : 0;
-        const index_t r_hi = Edge && (H - 1) * W + c + L + 1 > after ? H - 1 : H;
         const V zero = V::splat(T(0));
         // Taps 0 and 2 of the strip's lanes (the masks describe row 0 of the plane or a row).
         const V ml = V::load(masks_ + c), mr = V::load(masks_ + 2 * stride_ + c);
-        // Horizontal sums of row r over the strip's columns.
-        auto hrow = [&](index_t r) AVGPOOL_INLINE_LAMBDA {
-            const E* q = src + (r * W + c - 1);
-            if constexpr (!Edge) {
-                return (vload(q) + vload(q + 1)) + vload(q + 2);
-            } else {
-                if (r < r_lo || r >= r_hi) return strip3_lanes(src, r, c);
-                return (vload(q).bit_and(ml) + vload(q + 1)) + vload(q + 2).bit_and(mr);
-            }
-        };
-        V hu = zero, hm = hrow(0), hd = H > 1 ? hrow(1) : zero;
-        const T* g = rgrid_ + c;
-        E* o = dst + c;
-        // Output row r with reciprocals rec, then the window slides down a row.
-        auto emit = [&](V rec) AVGPOOL_INLINE_LAMBDA {
-            V acc = (hu + hm) + hd;
-            if (average) acc = acc * rec;
-            vstore(acc, o);
-            o += W;
-            hu = hm;
-            hm = hd;
-        };
-        index_t r = 0;
-        if (rgrid_rows_ && H >= 3) {
-            // The rows between the first and the last share their reciprocals.
-            const V first = V::load(g), inner = V::load(g + W), last = V::load(g + (H - 1) * W);
-            emit(first);
-            hd = hrow(2);
-            for (r = 1; r + 2 < H; ++r) {
+        const T* const g0 = rgrid_ + c;
+        // The rows between the first and the last share their reciprocals when rgrid_rows_.
+        const bool hoist = rgrid_rows_ && H >= 3;
+        const V first = V::load(g0), inner = hoist ? V::load(g0 + W) : zero, last = V::load(g0 + (H - 1) * W);
+        for (index_t k = 0; k < count; ++k) {
+            const E* const src = src0 + k * n;
+            const index_t before = src - in, after = in_end - src;  // readable around src
+            // Rows whose vector reads (tap 0 of lane 0 to tap 2 of the last lane) stay inside
+            // [in, in_end): all but, at most, the first row of the tensor and its last.
+            const index_t r_lo = Edge && c - 1 < -before ? 1 : 0;
+            const index_t r_hi = Edge && (H - 1) * W + c + L + 1 > after ? H - 1 : H;
+            // Horizontal sums of row r over the strip's columns.
+            auto hrow = [&](index_t r) AVGPOOL_INLINE_LAMBDA {
+                const E* q = src + (r * W + c - 1);
+                if constexpr (!Edge) {
+                    return (vload(q) + vload(q + 1)) + vload(q + 2);
+                } else {
+                    if (r < r_lo || r >= r_hi) return strip3_lanes(src, r, c);
+                    return (vload(q).bit_and(ml) + vload(q + 1)) + vload(q + 2).bit_and(mr);
+                }
+            };
+            V hu = zero, hm = hrow(0), hd = H > 1 ? hrow(1) : zero;
+            E* o = dst0 + k * n + c;
+            // Output row r with reciprocals rec, then the window slides down a row.
+            auto emit = [&](V rec) AVGPOOL_INLINE_LAMBDA {
+                V acc = (hu + hm) + hd;
+                if (average) acc = acc * rec;
+                vstore(acc, o);
+                o += W;
+                hu = hm;
+                hm = hd;
+            };
+            if (hoist) {
+                emit(first);
+                hd = hrow(2);
+                index_t r = 1;
+                for (; r + 2 < H; ++r) {
+                    emit(inner);
+                    hd = hrow(r + 2);
+                }
                 emit(inner);
+                hd = zero;
+                emit(last);
+                continue;
+            }
+            const T* g = g0;
+            index_t r = 0;
+            for (; r + 2 < H; ++r, g += W) {
+                emit(V::load(g));
                 hd = hrow(r + 2);
             }
-            emit(inner);
-            hd = zero;
-            emit(last);
-            return;
-        }
-        for (; r + 2 < H; ++r, g += W) {
-            emit(V::load(g));
-            hd = hrow(r + 2);
-        }
-        for (; r < H; ++r, g += W) {
-            emit(V::load(g));
-            hd = zero;
+            for (; r < H; ++r, g += W) {
+                emit(V::load(g));
+                hd = zero;
+            }
         }
     }
 
