@@ -453,6 +453,44 @@ TEST(SameKernel, FlatPlanesThreeByThree) {
     }
 }
 
+// The column-strip path (3x3 pad 1, planes at least a vector wide) takes small planes in
+// blocks: counts that leave a partial block, against the reference, and the same bits in one
+// call, in calls that start inside a block, and split across two threads.
+template <class T>
+void strip_blocks_suite() {
+    std::mt19937_64 gen(4471);
+    const avgpool::dims<4> shapes[] = {{1, 70, 8, 8}, {1, 9, 17, 17}, {2, 5, 35, 35}, {1, 40, 8, 9}, {1, 3, 56, 56}};
+    for (const auto& shape : shapes) {
+        for (int mode = 0; mode < 2; ++mode) {
+            avgpool::pool_attrs<2> a = same3x3();
+            if (mode == 1) a.divisor = avgpool::divisor_type::include_pad;
+            const std::string t = describe<2>(shape, a, "strip blocks");
+            compare<T, 2>(shape, a, gen, t, kernel_kind::same);
+            if (::testing::Test::HasFatalFailure()) return;
+            SCOPED_TRACE(t);
+            auto plan = avgpool::pooling<2>::create(shape, a);
+            ASSERT_TRUE(plan);
+            const auto& d = avgpool::detail::plan_access::data(*plan);
+            std::vector<T> in(static_cast<std::size_t>(plan->input_size()));
+            std::uniform_real_distribution<double> dist(-4.0, 4.0);
+            for (auto& v : in) v = static_cast<T>(dist(gen));
+            const std::size_t no = static_cast<std::size_t>(plan->output_size());
+            std::vector<T> whole(no), parts(no), threaded(no);
+            const index_t items = shape[0] * shape[1];
+            avgpool::detail::same_kernel<T, 2> k(d, avgpool::detail::pool_op::average);
+            k.run(in.data(), whole.data(), 0, items);
+            for (index_t b = 0; b < items; b += 3) k.run(in.data(), parts.data(), b, std::min(items, b + 3));
+            const avgpool::thread_pool pool(2);
+            ASSERT_TRUE(plan->forward(in.data(), threaded.data(), pool));
+            EXPECT_EQ(std::memcmp(whole.data(), parts.data(), no * sizeof(T)), 0);
+            EXPECT_EQ(std::memcmp(whole.data(), threaded.data(), no * sizeof(T)), 0);
+        }
+    }
+}
+
+TEST(SameKernel, StripBlocksFloat) { strip_blocks_suite<float>(); }
+TEST(SameKernel, StripBlocksDouble) { strip_blocks_suite<double>(); }
+
 // 2x2 stride 2 with whole windows: any extents (odd ones leave a row / column unread), pads
 // that no window reaches, every divisor rule and override; forward in two calls and backward.
 template <class T>
