@@ -417,6 +417,15 @@ private:
             d_.plane_rdiv_f[i] = static_cast<float>(1.0 / eff);
             d_.plane_rdiv_d[i] = 1.0 / eff;
         }
+        // Rows 1 .. H - 2 alike (the float grid is rounded from the double one, so it follows).
+        if constexpr (R == 2) {
+            const index_t H = g.output[0], W = g.output[1];
+            const double* row1 = d_.plane_rdiv_d.data() + W;
+            bool alike = H >= 3;
+            for (index_t r = 2; alike && r + 1 < H; ++r)
+                alike = std::memcmp(row1, row1 + (r - 1) * W, static_cast<std::size_t>(W) * sizeof(double)) == 0;
+            d_.plane_rdiv_inner_rows = alike;
+        }
     }
 
     // The tile kernel's per-axis lists of the outputs that tap each input (for backward).

@@ -115,11 +115,6 @@ public:
         narrow8_ = narrow8_supported() && W_ == 8 && H_ % 2 == 0 && kh_ == 3 && kw_ == 3 && pt_ == 1 && pl_ == 1;
         flat3_ = !narrow8_ && narrow8_supported() && !p.same_kmask.empty();
         strip3_ = !narrow8_ && !flat3_ && L >= 4 && W_ >= L && kh_ == 3 && kw_ == 3 && pt_ == 1 && pl_ == 1;
-        // Whether rows 1 .. H - 2 of the reciprocal grid are all alike (true for every divisor
-        // rule at pad 1, checked rather than assumed).
-        rgrid_rows_ = H_ >= 3;
-        for (index_t r = 2; rgrid_rows_ && r + 1 < H_; ++r)
-            rgrid_rows_ = std::memcmp(rgrid_ + W_, rgrid_ + r * W_, static_cast<std::size_t>(W_) * sizeof(T)) == 0;
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
@@ -387,8 +382,8 @@ private:
         // Taps 0 and 2 of the strip's lanes (the masks describe row 0 of the plane or a row).
         const V ml = V::load(masks_ + c), mr = V::load(masks_ + 2 * stride_ + c);
         const T* const g0 = rgrid_ + c;
-        // The rows between the first and the last share their reciprocals when rgrid_rows_.
-        const bool hoist = rgrid_rows_ && H >= 3;
+        // The rows between the first and the last share their reciprocals (checked with the plan).
+        const bool hoist = p_.plane_rdiv_inner_rows;
         const V first = V::load(g0), inner = hoist ? V::load(g0 + W) : zero, last = V::load(g0 + (H - 1) * W);
         for (index_t k = 0; k < count; ++k) {
             const E* const src = src0 + k * n;
@@ -626,7 +621,6 @@ private:
     bool narrow8_ = false;  // narrow8() runs the forward pass
     bool flat3_ = false;    // flat3() does (for float storage)
     bool strip3_ = false;   // strip3() does
-    bool rgrid_rows_ = false;  // rgrid_'s inner rows are alike
 };
 
 }  // namespace detail

@@ -77,6 +77,8 @@ struct plan_data {
     // in flat_div), for the same-grid and tile kernels; empty when neither applies.
     std::vector<float> plane_rdiv_f;
     std::vector<double> plane_rdiv_d;
+    // R = 2: whether rows 1 .. H - 2 of those reciprocals are all alike (H >= 3).
+    bool plane_rdiv_inner_rows = false;
     // The permute kernel's input rows per outer output row (kernel_perm.hpp); empty when that
     // kernel does not apply.
     std::vector<index_t> perm_rows;
