@@ -185,21 +185,23 @@ public:
     /// only for a null pointer. `exec` may run the work in parallel (see executor.hpp).
     template <class T, class Exec>
     status forward(const T* in, T* out, Exec&& exec) const {
-        return run(in, out, detail::pool_op::average, std::forward<Exec>(exec));
+        return run(in, out, detail::pool_op::average, detail::exec_ref(exec));
     }
     template <class T>
     status forward(const T* in, T* out) const {
-        return run(in, out, detail::pool_op::average, sequential{});
+        sequential exec;
+        return run(in, out, detail::pool_op::average, detail::exec_ref(exec));
     }
 
     /// out = window sum over the counted input taps (nGraph's sum tensor); padding adds 0.
     template <class T, class Exec>
     status sum(const T* in, T* out, Exec&& exec) const {
-        return run(in, out, detail::pool_op::sum, std::forward<Exec>(exec));
+        return run(in, out, detail::pool_op::sum, detail::exec_ref(exec));
     }
     template <class T>
     status sum(const T* in, T* out) const {
-        return run(in, out, detail::pool_op::sum, sequential{});
+        sequential exec;
+        return run(in, out, detail::pool_op::sum, detail::exec_ref(exec));
     }
 
     /// The gradient of forward(): grad_in (input shape, overwritten) gets, at every input tap of
@@ -210,6 +212,27 @@ public:
     ///     plan->backward(grad_out.data(), grad_in.data());
     template <class T, class Exec>
     status backward(const T* grad_out, T* grad_in, Exec&& exec) const {
+        return run_backward(grad_out, grad_in, detail::exec_ref(exec));
+    }
+    template <class T>
+    status backward(const T* grad_out, T* grad_in) const {
+        sequential exec;
+        return run_backward(grad_out, grad_in, detail::exec_ref(exec));
+    }
+
+    /// The divisor of every output position: a tensor of the output spatial shape only
+    /// (the same for every N and C). 0 marks a window that counts no tap.
+    template <class T>
+    status divisor(T* out) const {
+        static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
+        if (out == nullptr) return detail::null_pointer_error("out");
+        detail::reference_divisor<T, R>(d_, out);
+        return status{};
+    }
+
+private:
+    template <class T>
+    status run_backward(const T* grad_out, T* grad_in, const detail::exec_ref& exec) const {
         static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
         if (grad_out == nullptr) return detail::null_pointer_error("grad_out");
         if (grad_in == nullptr) return detail::null_pointer_error("grad_in");
@@ -269,22 +292,7 @@ public:
         });
         return status{};
     }
-    template <class T>
-    status backward(const T* grad_out, T* grad_in) const {
-        return backward(grad_out, grad_in, sequential{});
-    }
 
-    /// The divisor of every output position: a tensor of the output spatial shape only
-    /// (the same for every N and C). 0 marks a window that counts no tap.
-    template <class T>
-    status divisor(T* out) const {
-        static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
-        if (out == nullptr) return detail::null_pointer_error("out");
-        detail::reference_divisor<T, R>(d_, out);
-        return status{};
-    }
-
-private:
     pooling() = default;
 
     static error_info check_shape(const dims<R + 2>& input_shape, layout memory_layout) noexcept {
@@ -600,8 +608,8 @@ private:
     // Each chunk's copy is [slack][planes][slack]: the slack (zeros) lets every plane take the
     // same vector path whatever its position, so results do not depend on the executor.
     // fn(lo, hi, src, dst, begin, end) runs planes [begin, end) of src (readable in [lo, hi)).
-    template <class T, class Exec, class Fn>
-    void stage_planes(const T* src, T* dst, index_t src_plane, index_t dst_plane, Exec& exec, const Fn& fn) const {
+    template <class T, class Fn>
+    void stage_planes(const T* src, T* dst, index_t src_plane, index_t dst_plane, const detail::exec_ref& exec, const Fn& fn) const {
         const index_t group = std::max<index_t>(1, detail::stage_elements / (src_plane + dst_plane));
         exec(d_.input_shape[0] * d_.input_shape[1], [&](index_t begin, index_t end) {
             const index_t g = std::min(group, end - begin), slack = detail::stage_slack;
@@ -623,8 +631,8 @@ private:
         });
     }
 
-    template <class T, class Exec>
-    status run(const T* in, T* out, detail::pool_op op, Exec&& exec) const {
+    template <class T>
+    status run(const T* in, T* out, detail::pool_op op, const detail::exec_ref& exec) const {
         static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
         if (in == nullptr) return detail::null_pointer_error("in");
         if (out == nullptr) return detail::null_pointer_error("out");
