@@ -447,6 +447,16 @@ private:
     template <int K, int S>
     void ring(buffers& b, const M* const* rows, index_t n0, index_t n1, M* dst, bool average,
               const row_divisor& div) const {
+        // R = 1 has one input row per output row: the other row counts are never compiled.
+        if constexpr (R == 1) {
+            return ring_rows<K, S, 1, 1>(b, rows, n0, n1, dst, average, div);
+        } else {
+            ring_any_rows<K, S>(b, rows, n0, n1, dst, average, div);
+        }
+    }
+    template <int K, int S>
+    void ring_any_rows(buffers& b, const M* const* rows, index_t n0, index_t n1, M* dst, bool average,
+                       const row_divisor& div) const {
         if (n0 == 1) {
             switch (n1) {
                 case 1: return ring_rows<K, S, 1, 1>(b, rows, n0, n1, dst, average, div);
@@ -656,6 +666,16 @@ private:
             }
             for (; c < C_; c += L) chunk<K, S, 1, N0, N1>(rows, std::min(c, C_ - L), dst, average, div);
         };
+        using one = std::integral_constant<int, 1>;
+        if constexpr (R == 1) {  // one input row per output row (as in ring)
+            return fixed(one{}, one{});
+        } else {
+            fused_any_rows<K, S, G>(fixed, rows, n0, n1, dst, average, div);
+        }
+    }
+    template <int K, int S, index_t G, class Fixed>
+    void fused_any_rows(const Fixed& fixed, const M* const* rows, index_t n0, index_t n1, M* dst, bool average,
+                        const row_divisor& div) const {
         using one = std::integral_constant<int, 1>;
         if (n0 == 1) {
             switch (n1) {
