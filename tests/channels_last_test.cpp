@@ -23,6 +23,7 @@ namespace {
 using avgpool::index_t;
 using avgpool_test::describe;
 using avgpool_test::random_attrs;
+using avgpool_test::sweep;
 using avgpool::detail::pool_op;
 
 template <class T>
@@ -104,16 +105,16 @@ void random_suite(int cases, index_t max_extent, index_t max_last, index_t max_w
 }
 
 TEST(ChannelsLast, Rank1MatchesReference) {
-    random_suite<float, 1>(500, 0, 300, 600);
-    random_suite<double, 1>(200, 0, 300, 600);
+    random_suite<float, 1>(sweep(500), 0, 300, 600);
+    random_suite<double, 1>(sweep(200), 0, 300, 600);
 }
 TEST(ChannelsLast, Rank2MatchesReference) {
-    random_suite<float, 2>(400, 20, 70, 300);
-    random_suite<double, 2>(150, 20, 70, 300);
+    random_suite<float, 2>(sweep(400), 20, 70, 300);
+    random_suite<double, 2>(sweep(150), 20, 70, 300);
 }
 TEST(ChannelsLast, Rank3MatchesReference) {
-    random_suite<float, 3>(200, 9, 20, 100);
-    random_suite<double, 3>(80, 9, 20, 100);
+    random_suite<float, 3>(sweep(200), 9, 20, 100);
+    random_suite<double, 3>(sweep(80), 9, 20, 100);
 }
 
 // Adaptive plans: windows of varying start and length (overlapping when O > X).
@@ -169,10 +170,10 @@ TEST(ChannelsLast, CubicWindowsRank3) {
 }
 
 TEST(ChannelsLast, AdaptiveMatchesReference) {
-    adaptive_suite<float, 1>(60);
-    adaptive_suite<float, 2>(80);
-    adaptive_suite<double, 2>(30);
-    adaptive_suite<float, 3>(40);
+    adaptive_suite<float, 1>(sweep(60));
+    adaptive_suite<float, 2>(sweep(80));
+    adaptive_suite<double, 2>(sweep(30));
+    adaptive_suite<float, 3>(sweep(40));
 }
 
 // Global pooling and wide rows: the many-rows vertical pass, channel blocks, column tiles.

@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <mutex>
 #include <random>
@@ -644,6 +645,63 @@ TEST(ExecutorPooling, PlaneBlocksTileEveryRowOnce) {
                 for (int h : hits) ASSERT_EQ(h, 1) << planes << "x" << rows << " cut " << cut;
             }
         }
+}
+
+// Executors of every shape the API allows: a plain function taking std::function, an object
+// with a non-const call operator passed as an lvalue, one taking fn by value, a temporary
+// lambda, a const object. Each gives sequential's bytes, and each is called (plan methods pass
+// executors on through a reference, so a missed call would leave the garbage in place).
+int function_executor_calls = 0;
+void function_executor(index_t count, std::function<void(index_t, index_t)> fn) {
+    ++function_executor_calls;
+    for (index_t b = 0; b < count; b += 3) fn(b, std::min(count, b + 3));
+}
+
+struct counting_executor {  // non-const call operator
+    int calls = 0;
+    template <class F>
+    void operator()(index_t count, F&& fn) {
+        ++calls;
+        fn(index_t(0), count);
+    }
+};
+struct by_value_executor {
+    template <class F>
+    void operator()(index_t count, F fn) const {
+        for (index_t i = count; i-- > 0;) fn(i, i + 1);  // one item at a time, backwards
+    }
+};
+
+TEST(ExecutorPooling, EveryKindOfExecutor) {
+    avgpool::pool_attrs<2> a;
+    a.kernel = {3, 3};
+    a.strides = {2, 1};
+    a.pads_begin = a.pads_end = {1, 1};
+    const auto plan = avgpool::pooling<2>::create({2, 5, 9, 13}, a);
+    ASSERT_TRUE(plan);
+    const std::vector<float> in = random_values<float>(static_cast<std::size_t>(plan->input_size()), 99);
+    const std::size_t n = static_cast<std::size_t>(plan->output_size());
+    std::vector<float> want(n, -1.0f);
+    ASSERT_TRUE(plan->forward(in.data(), want.data()));
+
+    auto check = [&](const char* what, auto&& run) {
+        std::vector<float> got(n, 7.0f);
+        ASSERT_TRUE(run(got.data())) << what;
+        EXPECT_TRUE(same_bytes(want, got)) << what;
+    };
+    check("plain function", [&](float* o) { return plan->forward(in.data(), o, function_executor); });
+    EXPECT_EQ(function_executor_calls, 1);
+    check("function pointer", [&](float* o) { return plan->forward(in.data(), o, &function_executor); });
+    EXPECT_EQ(function_executor_calls, 2);
+    counting_executor c;
+    check("non-const object", [&](float* o) { return plan->forward(in.data(), o, c); });
+    EXPECT_EQ(c.calls, 1);
+    check("fn by value", [&](float* o) { return plan->forward(in.data(), o, by_value_executor{}); });
+    check("temporary lambda", [&](float* o) {
+        return plan->forward(in.data(), o, [](index_t count, auto&& fn) { fn(index_t(0), count); });
+    });
+    const by_value_executor cv{};
+    check("const object", [&](float* o) { return plan->forward(in.data(), o, cv); });
 }
 
 }  // namespace

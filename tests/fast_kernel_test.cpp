@@ -19,6 +19,7 @@ namespace {
 using avgpool::index_t;
 using avgpool_test::describe;
 using avgpool_test::random_attrs;
+using avgpool_test::sweep;
 
 template <class T>
 constexpr double unit_roundoff() {
@@ -237,16 +238,16 @@ void flat_suite(int cases) {
 }
 
 TEST(FlatKernel, Rank1MatchesReference) {
-    flat_suite<float, 1>(300);
-    flat_suite<double, 1>(100);
+    flat_suite<float, 1>(sweep(300));
+    flat_suite<double, 1>(sweep(100));
 }
 TEST(FlatKernel, Rank2MatchesReference) {
-    flat_suite<float, 2>(300);
-    flat_suite<double, 2>(100);
+    flat_suite<float, 2>(sweep(300));
+    flat_suite<double, 2>(sweep(100));
 }
 TEST(FlatKernel, Rank3MatchesReference) {
-    flat_suite<float, 3>(200);
-    flat_suite<double, 3>(60);
+    flat_suite<float, 3>(sweep(200));
+    flat_suite<double, 3>(sweep(60));
 }
 
 // backward() through the same-grid kernel's transpose against the reference backward, with
@@ -313,8 +314,8 @@ void same_suite(int cases) {
 }
 
 TEST(SameKernel, ForwardAndBackwardMatchReference) {
-    same_suite<float>(400);
-    same_suite<double>(150);
+    same_suite<float>(sweep(400));
+    same_suite<double>(sweep(150));
 }
 
 // Tall planes in row segments (kernel width x plane above the mask budget): output rows go

@@ -114,18 +114,31 @@ private:
 class exec_ref {
 public:
     template <class E>
-    explicit exec_ref(E& exec) noexcept
-        : exec_(const_cast<void*>(static_cast<const void*>(std::addressof(exec)))),
-          call_([](void* e, index_t count, const work_ref& fn) { (*static_cast<E*>(e))(count, work_ref(fn)); }) {}
+    explicit exec_ref(E& exec) noexcept {
+        if constexpr (std::is_function<E>::value) {
+            // A plain function (taking, say, a std::function): kept as a function pointer,
+            // which has no conversion to void*.
+            fexec_ = reinterpret_cast<void (*)()>(&exec);
+            call_ = [](const exec_ref& self, index_t count, const work_ref& fn) {
+                reinterpret_cast<E*>(self.fexec_)(count, work_ref(fn));
+            };
+        } else {
+            exec_ = const_cast<void*>(static_cast<const void*>(std::addressof(exec)));
+            call_ = [](const exec_ref& self, index_t count, const work_ref& fn) {
+                (*static_cast<E*>(self.exec_))(count, work_ref(fn));
+            };
+        }
+    }
 
     template <class F>
     void operator()(index_t count, const F& fn) const {
-        call_(exec_, count, work_ref(fn));
+        call_(*this, count, work_ref(fn));
     }
 
 private:
-    void* exec_;
-    void (*call_)(void*, index_t, const work_ref&);
+    void* exec_ = nullptr;
+    void (*fexec_)() = nullptr;
+    void (*call_)(const exec_ref&, index_t, const work_ref&) = nullptr;
 };
 }  // namespace detail
 
