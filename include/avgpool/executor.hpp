@@ -3,7 +3,8 @@
 //
 // Executors: anything callable as exec(count, fn) that runs fn(begin, end) over a partition
 // of [0, count), possibly in parallel. Results never depend on the executor: every work item
-// writes its own outputs and nothing is reduced across items.
+// writes its own outputs and nothing is reduced across items. The plan methods pass fn as a
+// small copyable callable (detail::work_ref, two pointers) that stays valid until exec returns.
 #ifndef AVGPOOL_EXECUTOR_HPP
 #define AVGPOOL_EXECUTOR_HPP
 
@@ -91,7 +92,8 @@ struct plane_blocks {
 // The plan methods take any executor, but run their dispatch through these two non-owning
 // references, so each method's dispatch and kernel code is compiled once per element type
 // and rank instead of once per executor type (a test program using four executors compiled
-// in a third of the time). The cost is one indirect call per executor call and per chunk.
+// in 60% of the time at -O0, 89% at -O3). The cost is one indirect call per executor call and
+// per chunk.
 
 /// A reference to a work function fn(begin, end): what an executor receives. Copyable;
 /// valid while the call that made it runs (executors finish every chunk before returning).
