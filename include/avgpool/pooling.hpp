@@ -189,8 +189,7 @@ public:
     }
     template <class T>
     status forward(const T* in, T* out) const {
-        sequential exec;
-        return run(in, out, detail::pool_op::average, detail::exec_ref(exec));
+        return forward(in, out, sequential{});
     }
 
     /// out = window sum over the counted input taps (nGraph's sum tensor); padding adds 0.
@@ -200,8 +199,7 @@ public:
     }
     template <class T>
     status sum(const T* in, T* out) const {
-        sequential exec;
-        return run(in, out, detail::pool_op::sum, detail::exec_ref(exec));
+        return sum(in, out, sequential{});
     }
 
     /// The gradient of forward(): grad_in (input shape, overwritten) gets, at every input tap of
@@ -216,8 +214,7 @@ public:
     }
     template <class T>
     status backward(const T* grad_out, T* grad_in) const {
-        sequential exec;
-        return run_backward(grad_out, grad_in, detail::exec_ref(exec));
+        return backward(grad_out, grad_in, sequential{});
     }
 
     /// The divisor of every output position: a tensor of the output spatial shape only

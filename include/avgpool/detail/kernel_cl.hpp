@@ -449,26 +449,21 @@ private:
               const row_divisor& div) const {
         // R = 1 has one input row per output row: the other row counts are never compiled.
         if constexpr (R == 1) {
-            return ring_rows<K, S, 1, 1>(b, rows, n0, n1, dst, average, div);
+            ring_rows<K, S, 1, 1>(b, rows, n0, n1, dst, average, div);
         } else {
-            ring_any_rows<K, S>(b, rows, n0, n1, dst, average, div);
-        }
-    }
-    template <int K, int S>
-    void ring_any_rows(buffers& b, const M* const* rows, index_t n0, index_t n1, M* dst, bool average,
-                       const row_divisor& div) const {
-        if (n0 == 1) {
-            switch (n1) {
-                case 1: return ring_rows<K, S, 1, 1>(b, rows, n0, n1, dst, average, div);
-                case 2: return ring_rows<K, S, 1, 2>(b, rows, n0, n1, dst, average, div);
-                case 3: return ring_rows<K, S, 1, 3>(b, rows, n0, n1, dst, average, div);
-                default: break;
+            if (n0 == 1) {
+                switch (n1) {
+                    case 1: return ring_rows<K, S, 1, 1>(b, rows, n0, n1, dst, average, div);
+                    case 2: return ring_rows<K, S, 1, 2>(b, rows, n0, n1, dst, average, div);
+                    case 3: return ring_rows<K, S, 1, 3>(b, rows, n0, n1, dst, average, div);
+                    default: break;
+                }
             }
+            if constexpr (R == 3 && (K == 2 || K == 3)) {  // the cubic 2x2x2 and 3x3x3 pools
+                if (n0 == K && n1 == K) return ring_rows<K, S, K, K>(b, rows, n0, n1, dst, average, div);
+            }
+            ring_rows<K, S, 0, 0>(b, rows, n0, n1, dst, average, div);
         }
-        if constexpr (R == 3 && (K == 2 || K == 3)) {  // the cubic 2x2x2 and 3x3x3 pools
-            if (n0 == K && n1 == K) return ring_rows<K, S, K, K>(b, rows, n0, n1, dst, average, div);
-        }
-        ring_rows<K, S, 0, 0>(b, rows, n0, n1, dst, average, div);
     }
 
     // Vertical sum at element offset off (channels off .. off + L - 1 of some column): of
@@ -668,35 +663,29 @@ private:
         };
         using one = std::integral_constant<int, 1>;
         if constexpr (R == 1) {  // one input row per output row (as in ring)
-            return fixed(one{}, one{});
+            fixed(one{}, one{});
         } else {
-            fused_any_rows<K, S, G>(fixed, rows, n0, n1, dst, average, div);
-        }
-    }
-    template <int K, int S, index_t G, class Fixed>
-    void fused_any_rows(const Fixed& fixed, const M* const* rows, index_t n0, index_t n1, M* dst, bool average,
-                        const row_divisor& div) const {
-        using one = std::integral_constant<int, 1>;
-        if (n0 == 1) {
-            switch (n1) {
-                case 1: return fixed(one{}, one{});
-                case 2: return fixed(one{}, std::integral_constant<int, 2>{});
-                case 3: return fixed(one{}, std::integral_constant<int, 3>{});
-                default: break;
+            if (n0 == 1) {
+                switch (n1) {
+                    case 1: return fixed(one{}, one{});
+                    case 2: return fixed(one{}, std::integral_constant<int, 2>{});
+                    case 3: return fixed(one{}, std::integral_constant<int, 3>{});
+                    default: break;
+                }
             }
-        }
-        if constexpr (R == 3 && (K == 2 || K == 3)) {  // the cubic 2x2x2 and 3x3x3 pools
-            if (n0 == K && n1 == K) return fixed(std::integral_constant<int, K>{}, std::integral_constant<int, K>{});
-        }
-        index_t c = 0;
-        for (; c + G * L <= C_; c += G * L) nested_chunk<K, S, G>(rows, n0, n1, c, dst, average, div);
-        if constexpr (G > 2) {
-            if (c + 2 * L <= C_) {
-                nested_chunk<K, S, 2>(rows, n0, n1, c, dst, average, div);
-                c += 2 * L;
+            if constexpr (R == 3 && (K == 2 || K == 3)) {  // the cubic 2x2x2 and 3x3x3 pools
+                if (n0 == K && n1 == K) return fixed(std::integral_constant<int, K>{}, std::integral_constant<int, K>{});
             }
+            index_t c = 0;
+            for (; c + G * L <= C_; c += G * L) nested_chunk<K, S, G>(rows, n0, n1, c, dst, average, div);
+            if constexpr (G > 2) {
+                if (c + 2 * L <= C_) {
+                    nested_chunk<K, S, 2>(rows, n0, n1, c, dst, average, div);
+                    c += 2 * L;
+                }
+            }
+            for (; c < C_; c += L) nested_chunk<K, S, 1>(rows, n0, n1, std::min(c, C_ - L), dst, average, div);
         }
-        for (; c < C_; c += L) nested_chunk<K, S, 1>(rows, n0, n1, std::min(c, C_ - L), dst, average, div);
     }
 
     // Vertical sums of input column x, channels c + g * L (g < G), into out[g], from N0 x N1
