@@ -382,7 +382,7 @@ void cl_vs_reference(int cases, index_t max_extent, index_t max_last) {
                 gr[i] = static_cast<float>(gb[i]);
             }
             ASSERT_TRUE(plan->backward(gb.data(), gib.data()).ok());
-            k.run(gr.data(), want.data(), 0, k.items());
+            ASSERT_TRUE(plan->backward(gr.data(), want.data()).ok());
             for (std::size_t i = 0; i < n_in; ++i)
                 ASSERT_EQ(avgpool::bfloat16(want[i]).bits(), gib[i].bits()) << "bfloat16 input " << i;
         }
@@ -396,6 +396,84 @@ TEST(Backward, ChannelsLastMatchesReference) {
     cl_vs_reference<double, 2>(60, 10, 30);
     cl_vs_reference<float, 3>(80, 6, 12);
     cl_vs_reference<double, 3>(40, 6, 12);
+}
+
+// Stride 1 channels-last, where backward is the forward kernel's sum over the flipped windows
+// of the divided gradients (backward_cl_flip): pads from 0 to kernel - 1 on each side, every
+// divisor type and the override, channel counts at, past and not multiples of a vector, one
+// and two images. Against the reference; the rows split at a random point match one call bit
+// for bit, as do a thread pool's; 16-bit storage gives float's result on the rounded values,
+// rounded once.
+template <class T, std::size_t R>
+void cl_flipped(int cases) {
+    std::mt19937_64 gen(4242 + R + sizeof(T));
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    const index_t channels[] = {16, 17, 40, 64, 100};
+    avgpool::thread_pool pool(2);
+    int declined = 0;
+    for (int c = 0; c < cases; ++c) {
+        avgpool::dims<R + 2> s{};
+        s[0] = pick(1, 2);
+        s[1] = channels[static_cast<std::size_t>(c) % 5];
+        avgpool::pool_attrs<R> a;
+        for (std::size_t ax = 0; ax < R; ++ax) {
+            const index_t k = pick(1, R == 1 ? 9 : R == 2 ? 5 : 3);
+            a.kernel[ax] = k;
+            a.strides[ax] = 1;
+            a.pads_begin[ax] = pick(0, k - 1);
+            a.pads_end[ax] = pick(0, k - 1);
+            s[ax + 2] = pick(2 * k - 1, 2 * k + (R == 3 ? 4 : 12));  // at least k outputs
+        }
+        const index_t mode = pick(0, 3);
+        a.divisor = mode == 0 ? avgpool::divisor_type::include_pad : avgpool::divisor_type::exclude_pad;
+        if (mode == 3) a.divisor_override = pick(1, 9);
+        auto plan = avgpool::pooling<R>::create(s, a, avgpool::layout::channels_last);
+        ASSERT_TRUE(plan.ok());
+        SCOPED_TRACE(describe<R>(s, a, "case " + std::to_string(c)));
+        const auto& d = avgpool::detail::plan_access::data(*plan);
+        ASSERT_TRUE((avgpool::detail::backward_flip_applicable<T, R>(d)));
+        const avgpool::detail::backward_cl_flip<T, R> k(d);
+        if (!k.usable()) {  // the flipped sum would read whole slices (1-wide inner axes)
+            ++declined;
+            continue;
+        }
+        expect_fast_matches<T, R>(*plan, gen, false);
+        if (::testing::Test::HasFatalFailure()) return;
+        const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
+        std::vector<T> g(static_cast<std::size_t>(plan->output_size()));
+        std::uniform_real_distribution<double> dist(-1, 1);
+        for (T& v : g) v = static_cast<T>(dist(gen));
+        std::vector<T> whole(n_in, T(-7)), halves(n_in, T(-7)), pooled(n_in, T(-7));
+        ASSERT_TRUE(plan->backward(g.data(), whole.data()).ok());
+        const index_t cut = pick(0, k.items());
+        k.run(g.data(), halves.data(), 0, cut);
+        k.run(g.data(), halves.data(), cut, k.items());
+        ASSERT_EQ(0, std::memcmp(whole.data(), halves.data(), n_in * sizeof(T))) << "split at row " << cut;
+        ASSERT_TRUE(plan->backward(g.data(), pooled.data(), pool).ok());
+        ASSERT_EQ(0, std::memcmp(whole.data(), pooled.data(), n_in * sizeof(T))) << "thread_pool(2)";
+        if constexpr (std::is_same<T, float>::value) {
+            std::vector<avgpool::float16> gh(g.size()), gih(n_in);
+            std::vector<float> gr(g.size()), want(n_in);
+            for (std::size_t i = 0; i < g.size(); ++i) {
+                gh[i] = avgpool::float16(g[i]);
+                gr[i] = static_cast<float>(gh[i]);
+            }
+            ASSERT_TRUE(plan->backward(gh.data(), gih.data()).ok());
+            ASSERT_TRUE(plan->backward(gr.data(), want.data()).ok());
+            for (std::size_t i = 0; i < n_in; ++i)
+                ASSERT_EQ(avgpool::float16(want[i]).bits(), gih[i].bits()) << "float16 input " << i;
+        }
+    }
+    EXPECT_LT(declined, cases / 4);
+}
+
+TEST(Backward, ChannelsLastFlipped) {
+    cl_flipped<float, 1>(avgpool_test::sweep(60));
+    cl_flipped<double, 1>(avgpool_test::sweep(30));
+    cl_flipped<float, 2>(avgpool_test::sweep(60));
+    cl_flipped<double, 2>(avgpool_test::sweep(30));
+    cl_flipped<float, 3>(avgpool_test::sweep(40));
+    cl_flipped<double, 3>(avgpool_test::sweep(20));
 }
 
 // Long windows at stride 1 on the last axis, whose tapping output columns the channels-last

@@ -237,6 +237,13 @@ private:
         if constexpr (std::is_floating_point<T>::value || detail::is_half<T>::value) {
             // Channels-last: items are input rows, so that N = 1 still splits across threads.
             using U = detail::compute_t<T>;
+            if (detail::backward_flip_applicable<U, R>(d_)) {
+                const detail::backward_cl_flip<U, R, T> kernel(d_);
+                if (kernel.usable()) {
+                    exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
+                    return status{};
+                }
+            }
             if (d_.memory_layout == layout::channels_last && detail::backward_cl_applicable<U, R>(d_)) {
                 const detail::backward_cl<U, R, T> kernel(d_);
                 exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
@@ -533,6 +540,30 @@ private:
         }
         if (detail::backward_rows_kept<R>(d_)) detail::build_backward_rows<R>(d_, d_.bw_taps, d_.bw_rows);
         if (d_.memory_layout == layout::channels_last) detail::build_backward_cols<R>(d_, d_.bw_cols, d_.bw_col_at);
+        if (!d_.flipped_own && detail::flip_geometry<R>(d_)) build_flipped();
+    }
+
+    // The plan of the flipped windows over the output (plan_data::flipped): at stride 1 the
+    // inputs a window of the flipped plan covers are exactly the outputs whose windows tap it.
+    void build_flipped() {
+        const pool_geometry<R>& g = d_.geometry;
+        pooling f;
+        detail::plan_data<R>& t = f.d_;
+        t.flipped_own = true;
+        t.input_shape = d_.output_shape;
+        t.output_shape = d_.input_shape;
+        t.memory_layout = d_.memory_layout;
+        t.divisor = divisor_type::exclude_pad;  // (it sums: the divisors only bound max_divisor)
+        for (std::size_t a = 0; a < R; ++a) {
+            t.geometry.input[a] = g.output[a];
+            t.geometry.output[a] = g.input[a];
+            t.geometry.kernel[a] = g.kernel[a];
+            t.geometry.strides[a] = t.geometry.dilations[a] = 1;
+            t.geometry.pads_begin[a] = g.kernel[a] - 1 - g.pads_begin[a];
+            t.geometry.pads_end[a] = g.kernel[a] - 1 - g.pads_end[a];
+        }
+        f.build_windows();
+        d_.flipped = std::make_shared<const detail::plan_data<R>>(std::move(t));
     }
 
     // Calls fn(kernel) with the channels-first plane kernel for element type U that serves

@@ -235,41 +235,55 @@ public:
 
     /// Output rows item_begin .. item_end - 1 (item = n * rows_per_n + outer output index).
     void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
+        // (R = 3: the second-axis stride; else the first axis's, and i1 is 0.)
+        const index_t WC = W_ * C_, outer = R == 3 ? p_.geometry.input[1] * WC : WC;
+        run_rows(out, item_begin, item_end, [in, WC, outer, this](index_t n, index_t i0, index_t i1) {
+            return in + n * in_n_ + i0 * outer + i1 * WC;
+        });
+    }
+
+    /// As run(), with input row (image n, first-axis index i0, second-axis index i1 for R = 3;
+    /// 0 where the rank has no such axis) at row_at(n, i0, i1): W * C values (R = 1: the whole
+    /// image). The rows of one output row are asked for together, in order; the pointers must
+    /// stay valid until the next output row's. Output row `item` goes to out + (item -
+    /// out_item0) * Wo * C.
+    template <class RowAt>
+    void run_rows(M* out, index_t item_begin, index_t item_end, RowAt&& row_at, index_t out_item0 = 0) const {
         buffers b;  // not zeroed: every read is of an element written before (see zero_slack)
         const M* rows[cl_max_outer_rows];
         const pool_geometry<R>& g = p_.geometry;
-        const index_t WC = W_ * C_;
         for (index_t item = item_begin; item < item_end; ++item) {
             const index_t n = item / rows_per_n_, r = item % rows_per_n_;
-            const M* src = in + n * in_n_;
-            M* dst = out + item * row_out_;
+            M* dst = out + (item - out_item0) * row_out_;
             if (slices_ && p_.axis(0)[r].count > 0) {  // (rows_per_n == the first axis's outputs)
-                slices(b, src, dst, p_.axis(0)[r]);
+                slices(b, row_at(n, 0, 0), dst, p_.axis(0)[r]);
                 continue;
             }
             if constexpr (R == 1) {
                 (void)r;
-                (void)WC;
-                rows[0] = src;
+                rows[0] = row_at(n, 0, 0);
                 row(b, rows, 1, 1, 1.0, dst);
             } else if constexpr (R == 2) {
                 const window& wh = p_.axis(0)[r];
-                for (index_t j = 0; j < wh.count; ++j) rows[j] = src + (wh.first + j * g.dilations[0]) * WC;
+                for (index_t j = 0; j < wh.count; ++j) rows[j] = row_at(n, wh.first + j * g.dilations[0], 0);
                 row(b, rows, 1, wh.count, static_cast<double>(wh.divisor), dst);
             } else {
                 const index_t Ho = g.output[1];
                 const window& wd = p_.axis(0)[r / Ho];
                 const window& wh = p_.axis(1)[r % Ho];
-                const index_t HWC = g.input[1] * WC;
                 for (index_t i = 0; i < wd.count; ++i)
                     for (index_t j = 0; j < wh.count; ++j)
                         rows[i * wh.count + j] =
-                            src + (wd.first + i * g.dilations[0]) * HWC + (wh.first + j * g.dilations[1]) * WC;
+                            row_at(n, wd.first + i * g.dilations[0], wh.first + j * g.dilations[1]);
                 row(b, rows, wd.count, wh.count,
                     static_cast<double>(wd.divisor) * static_cast<double>(wh.divisor), dst);
             }
         }
     }
+
+    /// Whether some output rows are made from whole first-axis slices of the image (global
+    /// pools), which run_rows reads from row_at(n, 0, 0) onwards as one block.
+    bool reads_slices() const noexcept { return slices_; }
 
 private:
     // Channels per block when at most `most` (whole vectors) fit: C itself, or equal blocks of

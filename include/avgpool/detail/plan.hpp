@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
@@ -109,6 +110,12 @@ struct plan_data {
     // The channels-last backward's per input column lists of the output columns tapping it:
     // bw_cols[bw_col_at[x] .. bw_col_at[x + 1]) (built once; empty for channels-first).
     std::vector<index_t> bw_cols, bw_col_at;
+    // Channels-last plans at stride 1 (flip_geometry): the plan of the flipped windows (pads
+    // kernel - 1 - pad) over the output extents, whose sum of the divided gradients is the
+    // backward pass (backward_cl_flip); null otherwise, and in that plan itself (flipped_own).
+    // Shared, not owned: a copied plan keeps pointing at the same tables.
+    std::shared_ptr<const plan_data> flipped;
+    bool flipped_own = false;
     // The tile kernel's (kernel_tile.hpp) lists, per axis a, of the outputs with a tap at each
     // input x, ascending: tile_cover[tile_cover_at[tile_cover_axis[a] + x] ..
     // tile_cover_at[tile_cover_axis[a] + x + 1]); empty when that kernel does not apply.
