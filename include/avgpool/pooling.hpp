@@ -546,13 +546,22 @@ private:
         if (!d_.flipped_own && detail::flip_geometry<R>(d_)) build_flipped();
     }
 
-    // The plan of the flipped windows over the output (plan_data::flipped): at stride 1 the
-    // inputs a window of the flipped plan covers are exactly the outputs whose windows tap it.
+    // The plan of the flipped windows over the output (plan_data::flipped): window x of the
+    // flipped plan covers exactly the outputs whose windows tap input x. At stride 1 that is a
+    // pooling window (pads kernel - 1 - pad), which keeps the kernel's fixed-window paths;
+    // at larger strides the windows come from the cover tables (as adaptive windows do).
     void build_flipped() {
         const pool_geometry<R>& g = d_.geometry;
+        bool unit = true;
+        for (std::size_t a = 0; a < R; ++a) {
+            unit = unit && g.strides[a] == 1;
+            for (index_t x = 0; x < g.input[a]; ++x)
+                if (d_.covers(a)[x].count == 0) return;  // an input no window taps
+        }
         pooling f;
         detail::plan_data<R>& t = f.d_;
         t.flipped_own = true;
+        t.adaptive = !unit;
         t.input_shape = d_.output_shape;
         t.output_shape = d_.input_shape;
         t.memory_layout = d_.memory_layout;
@@ -562,10 +571,27 @@ private:
             t.geometry.output[a] = g.input[a];
             t.geometry.kernel[a] = g.kernel[a];
             t.geometry.strides[a] = t.geometry.dilations[a] = 1;
-            t.geometry.pads_begin[a] = g.kernel[a] - 1 - g.pads_begin[a];
-            t.geometry.pads_end[a] = g.kernel[a] - 1 - g.pads_end[a];
+            if (unit) {
+                t.geometry.pads_begin[a] = g.kernel[a] - 1 - g.pads_begin[a];
+                t.geometry.pads_end[a] = g.kernel[a] - 1 - g.pads_end[a];
+            }
         }
-        f.build_windows();
+        if (unit) {
+            f.build_windows();
+        } else {
+            f.allocate_windows();
+            for (std::size_t a = 0; a < R; ++a) {
+                index_t largest = 1;
+                for (index_t x = 0; x < g.input[a]; ++x) {
+                    detail::window w = d_.covers(a)[x];
+                    w.divisor = w.count;
+                    t.windows[t.offset[a] + static_cast<std::size_t>(x)] = w;
+                    largest = std::max(largest, w.count);
+                }
+                t.geometry.kernel[a] = largest;
+            }
+            f.derive_tables();
+        }
         d_.flipped = std::make_shared<const detail::plan_data<R>>(std::move(t));
     }
 

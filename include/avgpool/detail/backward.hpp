@@ -787,24 +787,29 @@ bool backward_cl_applicable(const plan_data<R>& p) noexcept {
     return p.max_divisor <= exact_integer_limit<T>() && backward_rows_fit<R>(p);
 }
 
-/// Whether the channels-last backward can be the forward sum over flipped windows: stride 1
-/// and dilation 1 on every axis, pads below the kernel (every window holds a tap and the
-/// flipped pads, kernel - 1 - pad, are not negative), and at least a kernel of outputs per
-/// axis (windows that span the whole output, as a 7x7 pool on 7x7, gather better the other
-/// way: 8 against 32 us measured for 1024 channels).
+/// Whether the channels-last backward can be the forward sum over flipped windows: dilation 1,
+/// strides of 1 or below the kernel (overlapping windows: where they do not overlap, as 2x2
+/// stride 2, each input has one share and the gathering kernel's direct path measured
+/// 12-30% faster) and pads below it on every axis (windows hold taps, and at stride 1 the
+/// flipped pads, kernel - 1 - pad, are not negative), and at least a kernel's
+/// worth of outputs per axis (windows that span the whole output, as a 7x7 pool on 7x7,
+/// gather better the other way: 8 against 32 us measured for 1024 channels). The plan builds
+/// the flipped plan only if every input has a window tapping it.
 template <std::size_t R>
 bool flip_geometry(const plan_data<R>& p) noexcept {
     if (R > 3 || p.adaptive || p.memory_layout != layout::channels_last) return false;
     const pool_geometry<R>& g = p.geometry;
     for (std::size_t a = 0; a < R; ++a) {
-        const index_t k = g.kernel[a];
-        if (g.strides[a] != 1 || g.dilations[a] != 1 || g.pads_begin[a] >= k || g.pads_end[a] >= k ||
-            g.output[a] < k || g.output[a] + (k - 1 - g.pads_begin[a]) + (k - 1 - g.pads_end[a]) - k + 1 != g.input[a])
+        const index_t k = g.kernel[a], s = g.strides[a];
+        if (g.dilations[a] != 1 || (s > 1 && s >= k) || g.pads_begin[a] >= k || g.pads_end[a] >= k || g.output[a] < (k + s - 1) / s)
             return false;
+        if (s == 1 && g.output[a] + (k - 1 - g.pads_begin[a]) + (k - 1 - g.pads_end[a]) - k + 1 != g.input[a]) return false;
     }
     return true;
 }
 
+// Channel bytes below which strided plans keep the gathering backward (backward_flip_applicable).
+constexpr index_t flip_strided_min_bytes = 256;
 // The most divided gradients backward_cl_flip keeps per executor chunk, in bytes.
 constexpr index_t flip_ring_bytes = index_t(16) << 20;
 
@@ -816,14 +821,19 @@ bool backward_flip_applicable(const plan_data<R>& p) noexcept {
     const pool_geometry<R>& g = p.geometry;
     const index_t C = p.input_shape[1];
     if (C < static_cast<index_t>(vec<T>::width) || p.max_divisor > exact_integer_limit<T>()) return false;
+    // Strided plans' flipped windows take the kernel's window-table path, which lost to the
+    // gathering kernel with few channels (3x3 stride 2, AVX2: 24 channels of 56x56 20% more
+    // cycles; 144 channels and more 30-45% fewer).
+    if (p.flipped->adaptive && C * static_cast<index_t>(sizeof(T)) < flip_strided_min_bytes) return false;
     const index_t slab = R == 1 ? 1 : p.output_spatial_volume() / g.output[0];
-    const index_t slots = R == 1 ? 1 : g.kernel[0];
+    const index_t slots = R == 1 ? 1 : p.flipped->geometry.kernel[0];
     if (slots * slab > flip_ring_bytes / static_cast<index_t>(sizeof(T)) / C) return false;
     return cl_applicable<T, R>(*p.flipped);
 }
 
-/// The channels-last backward at stride 1 (flip_geometry): the outputs whose windows tap an
-/// input are the ones the flipped window at that input covers, so grad_in is the forward
+/// The channels-last backward as a forward sum (flip_geometry): the outputs whose windows tap
+/// an input are the ones the flipped window at that input covers (at stride 1 a pooling
+/// window itself, at larger strides a window of the cover tables), so grad_in is the forward
 /// kernel's sum over the flipped plan of the gradients divided by their divisors. Each
 /// gradient is divided once per chunk: the first-axis slabs a row gathers (a row of outputs
 /// for R = 2, a plane for R = 3, the whole image for R = 1) are divided into a ring of
@@ -848,7 +858,7 @@ public:
         row_ = Wo_ * C_;
         slab_rows_ = R == 3 ? g.output[1] : 1;
         slab_ = slab_rows_ * row_;
-        slots_ = R == 1 ? 1 : g.kernel[0];
+        slots_ = R == 1 ? 1 : p.flipped->geometry.kernel[0];  // the most outputs tapping an input
         first_ = R == 1 ? 1 : g.output[0];
     }
 
