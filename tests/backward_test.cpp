@@ -476,6 +476,17 @@ void cl_flipped(int cases) {
 }
 
 TEST(Backward, ChannelsLastFlipped) {
+    // The ring of divided gradients stays within flip_ring_bytes (16 MiB): a 1-D image is one
+    // slab, so rows of 64 floats x 70000 outputs (17.9 MB) keep the gathering kernel.
+    avgpool::pool_attrs<1> k3;
+    k3.kernel = {3};
+    k3.pads_begin = k3.pads_end = {1};
+    auto fits = avgpool::pooling<1>::create({1, 64, 60000}, k3, avgpool::layout::channels_last);
+    auto too_long = avgpool::pooling<1>::create({1, 64, 70000}, k3, avgpool::layout::channels_last);
+    ASSERT_TRUE(fits.ok() && too_long.ok());
+    EXPECT_TRUE((avgpool::detail::backward_flip_applicable<float, 1>(avgpool::detail::plan_access::data(*fits))));
+    EXPECT_FALSE((avgpool::detail::backward_flip_applicable<float, 1>(avgpool::detail::plan_access::data(*too_long))));
+
     cl_flipped<float, 1>(avgpool_test::sweep(60));
     cl_flipped<double, 1>(avgpool_test::sweep(30));
     cl_flipped<float, 2>(avgpool_test::sweep(60));

@@ -491,8 +491,7 @@ private:
             d_.last_bdiv_f[o] = f != 0 ? static_cast<float>(f) : 1.0f;
             d_.last_bdiv_d[o] = f != 0 ? static_cast<double>(f) : 1.0;
         }
-        // A flipped plan only feeds the channels-last forward kernel's sum: it needs no
-        // more (and building backward tables for it tripled a 600x600 plan's creation time).
+        // A flipped plan only feeds the channels-last forward kernel's sum: it needs no more.
         if (d_.flipped_own) return;
 
         if (detail::same_geometry<R>(d_)) build_same_masks();

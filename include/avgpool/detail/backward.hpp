@@ -825,7 +825,7 @@ bool backward_flip_applicable(const plan_data<R>& p) noexcept {
     // gathering kernel with few channels (3x3 stride 2, AVX2: 24 channels of 56x56 20% more
     // cycles; 144 channels and more 30-45% fewer).
     if (p.flipped->adaptive && C * static_cast<index_t>(sizeof(T)) < flip_strided_min_bytes) return false;
-    const index_t slab = R == 1 ? 1 : p.output_spatial_volume() / g.output[0];
+    const index_t slab = R == 1 ? g.output[0] : p.output_spatial_volume() / g.output[0];  // (times C)
     const index_t slots = R == 1 ? 1 : p.flipped->geometry.kernel[0];
     if (slots * slab > flip_ring_bytes / static_cast<index_t>(sizeof(T)) / C) return false;
     return cl_applicable<T, R>(*p.flipped);
@@ -911,6 +911,10 @@ private:
             T* o = dst + r * row_;
             for (index_t ow = 0; ow < Wo_; ++ow, s += C_, o += C_) {
                 const T div = fixed ? value : value * last[ow];
+                if (div == T(0)) {  // an empty window (ceil rounding): no input reads its share
+                    std::fill(o, o + C_, T(0));
+                    continue;
+                }
                 const V d = V::splat(div), rc = V::splat(T(1) / div);
                 for (index_t i = 0; i < C_; i += L) {  // the last vector shifted back to end at C
                     const index_t j = std::min(i, C_ - L);
