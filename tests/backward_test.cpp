@@ -335,6 +335,29 @@ TEST(Backward, FastMatchesReferenceSmallKernels) {
     fast_vs_reference_small<float, 3>(80, 12);
 }
 
+// Kernel k's rows split at `cut` give one call's bytes, and storage H gives plan.backward's
+// float result on the rounded gradients, rounded once.
+template <class H, class T, std::size_t R, class Kernel>
+void expect_split_and_storage(const avgpool::pooling<R>& plan, const Kernel& k, const std::vector<T>& g, index_t cut) {
+    const std::size_t n_in = static_cast<std::size_t>(plan.input_size());
+    std::vector<T> whole(n_in, T(-7)), halves(n_in, T(-7));
+    k.run(g.data(), whole.data(), 0, k.items());
+    k.run(g.data(), halves.data(), 0, cut);
+    k.run(g.data(), halves.data(), cut, k.items());
+    ASSERT_EQ(0, std::memcmp(whole.data(), halves.data(), n_in * sizeof(T))) << "split at row " << cut;
+    if constexpr (std::is_same<T, float>::value) {
+        std::vector<H> gh(g.size()), gih(n_in);
+        std::vector<float> gr(g.size()), want(n_in);
+        for (std::size_t i = 0; i < g.size(); ++i) {
+            gh[i] = H(g[i]);
+            gr[i] = static_cast<float>(gh[i]);
+        }
+        ASSERT_TRUE(plan.backward(gh.data(), gih.data()).ok());
+        ASSERT_TRUE(plan.backward(gr.data(), want.data()).ok());
+        for (std::size_t i = 0; i < n_in; ++i) ASSERT_EQ(H(want[i]).bits(), gih[i].bits()) << "16-bit input " << i;
+    }
+}
+
 // The channels-last kernel against the reference: random geometries of every mode (dilation,
 // adaptive, overrides, global windows), channel counts below, at and past a vector's width
 // and not multiples of it, float, double and 16-bit storage (which must equal float's result
@@ -362,30 +385,12 @@ void cl_vs_reference(int cases, index_t max_extent, index_t max_last) {
         ASSERT_TRUE((avgpool::detail::backward_cl_applicable<T, R>(d)));
         expect_fast_matches<T, R>(*plan, gen, false);
         if (::testing::Test::HasFatalFailure()) return;
-        const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
         std::vector<T> g(static_cast<std::size_t>(plan->output_size()));
         std::uniform_real_distribution<double> dist(-1, 1);
         for (T& v : g) v = static_cast<T>(dist(gen));
         const avgpool::detail::backward_cl<T, R> k(d);
-        std::vector<T> whole(n_in, T(-7)), halves(n_in, T(-7));
-        k.run(g.data(), whole.data(), 0, k.items());
-        const index_t cut = pick(0, k.items());
-        k.run(g.data(), halves.data(), 0, cut);
-        k.run(g.data(), halves.data(), cut, k.items());
-        ASSERT_EQ(0, std::memcmp(whole.data(), halves.data(), n_in * sizeof(T))) << "split at row " << cut;
-        if constexpr (std::is_same<T, float>::value) {
-            // bfloat16 storage: the float result on the rounded gradients, rounded once.
-            std::vector<avgpool::bfloat16> gb(g.size()), gib(n_in);
-            std::vector<float> gr(g.size()), want(n_in);
-            for (std::size_t i = 0; i < g.size(); ++i) {
-                gb[i] = avgpool::bfloat16(g[i]);
-                gr[i] = static_cast<float>(gb[i]);
-            }
-            ASSERT_TRUE(plan->backward(gb.data(), gib.data()).ok());
-            ASSERT_TRUE(plan->backward(gr.data(), want.data()).ok());
-            for (std::size_t i = 0; i < n_in; ++i)
-                ASSERT_EQ(avgpool::bfloat16(want[i]).bits(), gib[i].bits()) << "bfloat16 input " << i;
-        }
+        expect_split_and_storage<avgpool::bfloat16>(*plan, k, g, pick(0, k.items()));
+        if (::testing::Test::HasFatalFailure()) return;
     }
 }
 
@@ -450,26 +455,12 @@ void cl_flipped(int cases) {
         std::vector<T> g(static_cast<std::size_t>(plan->output_size()));
         std::uniform_real_distribution<double> dist(-1, 1);
         for (T& v : g) v = static_cast<T>(dist(gen));
-        std::vector<T> whole(n_in, T(-7)), halves(n_in, T(-7)), pooled(n_in, T(-7));
-        ASSERT_TRUE(plan->backward(g.data(), whole.data()).ok());
-        const index_t cut = pick(0, k.items());
-        k.run(g.data(), halves.data(), 0, cut);
-        k.run(g.data(), halves.data(), cut, k.items());
-        ASSERT_EQ(0, std::memcmp(whole.data(), halves.data(), n_in * sizeof(T))) << "split at row " << cut;
+        expect_split_and_storage<avgpool::float16>(*plan, k, g, pick(0, k.items()));
+        if (::testing::Test::HasFatalFailure()) return;
+        std::vector<T> seq(n_in, T(-7)), pooled(n_in, T(-7));
+        ASSERT_TRUE(plan->backward(g.data(), seq.data()).ok());
         ASSERT_TRUE(plan->backward(g.data(), pooled.data(), pool).ok());
-        ASSERT_EQ(0, std::memcmp(whole.data(), pooled.data(), n_in * sizeof(T))) << "thread_pool(2)";
-        if constexpr (std::is_same<T, float>::value) {
-            std::vector<avgpool::float16> gh(g.size()), gih(n_in);
-            std::vector<float> gr(g.size()), want(n_in);
-            for (std::size_t i = 0; i < g.size(); ++i) {
-                gh[i] = avgpool::float16(g[i]);
-                gr[i] = static_cast<float>(gh[i]);
-            }
-            ASSERT_TRUE(plan->backward(gh.data(), gih.data()).ok());
-            ASSERT_TRUE(plan->backward(gr.data(), want.data()).ok());
-            for (std::size_t i = 0; i < n_in; ++i)
-                ASSERT_EQ(avgpool::float16(want[i]).bits(), gih[i].bits()) << "float16 input " << i;
-        }
+        ASSERT_EQ(0, std::memcmp(seq.data(), pooled.data(), n_in * sizeof(T))) << "thread_pool(2)";
     }
     EXPECT_LT(declined, cases / 4);
     EXPECT_LT(uncovered, cases / 4);
