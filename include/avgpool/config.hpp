@@ -5,6 +5,8 @@
 //   AVGPOOL_NO_EXCEPTIONS  never throw, even when the compiler has exceptions on;
 //                          errors come back only as values (result<T>, status).
 //   AVGPOOL_NO_XSIMD       do not use xsimd even when <xsimd/xsimd.hpp> is reachable.
+//   AVGPOOL_EXTERN_TEMPLATES  the kernels of float, double, float16 and bfloat16 at ranks 1-3
+//                          are compiled elsewhere, by AVGPOOL_INSTANTIATE (pooling.hpp).
 #ifndef AVGPOOL_CONFIG_HPP
 #define AVGPOOL_CONFIG_HPP
 

@@ -229,73 +229,7 @@ public:
 
 private:
     template <class T>
-    status run_backward(const T* grad_out, T* grad_in, const detail::exec_ref& exec) const {
-        static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
-        if (grad_out == nullptr) return detail::null_pointer_error("grad_out");
-        if (grad_in == nullptr) return detail::null_pointer_error("grad_in");
-        const index_t items = d_.input_shape[0] * d_.input_shape[1];
-        if constexpr (std::is_floating_point<T>::value || detail::is_half<T>::value) {
-            // Channels-last: items are input rows, so that N = 1 still splits across threads.
-            using U = detail::compute_t<T>;
-            if (detail::backward_flip_applicable<U, R>(d_)) {
-                const detail::backward_cl_flip<U, R, T> kernel(d_);
-                if (kernel.usable()) {
-                    exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
-                    return status{};
-                }
-            }
-            if (d_.memory_layout == layout::channels_last && detail::backward_cl_applicable<U, R>(d_)) {
-                const detail::backward_cl<U, R, T> kernel(d_);
-                exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
-                return status{};
-            }
-        }
-        if constexpr (std::is_floating_point<T>::value) {
-            // Few planes: blocks of input rows (as forward splits output rows), by shape only.
-            index_t outer_rows = 1;
-            for (std::size_t a = 0; a + 1 < R; ++a) outer_rows *= d_.input_shape[a + 2];
-            const detail::plane_blocks rows(items, outer_rows, input_size());
-#if AVGPOOL_PERM_KERNEL
-            if constexpr (std::is_same<T, float>::value) {
-                if (rows.split() && detail::perm_backward_applicable<T, R>(d_)) {
-                    const detail::perm_backward<R> kernel(d_);
-                    exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
-                        rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
-                            kernel.run_rows(grad_out, grad_in, plane, r0, r1);
-                        });
-                    });
-                    return status{};
-                }
-            }
-#endif
-            if (rows.split() && !d_.global && detail::backward_cf_applicable<T, R>(d_)) {
-                const detail::backward_cf<T, R> kernel(d_);
-                exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
-                    rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
-                        kernel.run_rows(grad_out, grad_in, plane, r0, r1);
-                    });
-                });
-                return status{};
-            }
-            const bool done = with_backward_kernel<T>([&](const auto& kernel) {
-                exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel(grad_out, grad_in, b, e); });
-            });
-            if (done) return status{};
-        } else if (d_.memory_layout == layout::channels_first) {
-            // grad_out planes are the staged inputs, grad_in planes the outputs.
-            const bool done = with_backward_kernel<float>([&](const auto& kernel) {
-                stage_planes(grad_out, grad_in, d_.output_spatial_volume(), d_.input_spatial_volume(), exec,
-                             [&kernel](const float*, const float*, const float* g, float* gi, index_t b, index_t e) {
-                                 kernel(g, gi, b, e);
-                             });
-            });
-            if (done) return status{};
-        }
-        exec(items, [this, grad_out, grad_in](index_t b, index_t e) {
-            detail::reference_backward<T, R>(d_, grad_out, grad_in, b, e);
-        });
-        return status{};
-    }
+    status run_backward(const T* grad_out, T* grad_in, const detail::exec_ref& exec) const;
 
     pooling() = default;
 
@@ -688,68 +622,142 @@ private:
     }
 
     template <class T>
-    status run(const T* in, T* out, detail::pool_op op, const detail::exec_ref& exec) const {
-        static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
-        if (in == nullptr) return detail::null_pointer_error("in");
-        if (out == nullptr) return detail::null_pointer_error("out");
-        const index_t items = d_.input_shape[0] * d_.input_shape[1];
-        // A plane kernel over the executor's chunks of planes.
-        auto planes = [&](const auto& kernel) {
-            exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
-        };
-        // fn(plane, first, end) over the executor's chunks of plane blocks.
-        auto blocks = [&](const detail::plane_blocks& pb, const auto& fn) {
-            exec(pb.items(), [&pb, &fn](index_t begin, index_t end) { pb.for_each(begin, end, fn); });
-            return status{};
-        };
-        // SIMD kernels: float and double, and 16-bit storage through the float kernels, which
-        // convert as they load and round once as they store (the same path as float, so a
-        // 16-bit result is the float result on the same values, rounded).
-        if constexpr (std::is_floating_point<T>::value || detail::is_half<T>::value) {
-            using U = detail::compute_t<T>;
-            if (d_.memory_layout == layout::channels_last && detail::cl_applicable<U, R>(d_)) {
-                // Items are output rows, so that N = 1 still splits across threads.
-                const detail::cl_kernel<U, R, T> kernel(d_, op);
-                exec(kernel.items(), [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
-                return status{};
-            }
-            // Few planes: blocks of outer output rows (every axis but the last) through the
-            // block kernel where it applies to rows up to flat_split_max_width, else the
-            // row-wise kernel, so that N = 1 with few channels still uses every thread. The
-            // choice reads the shape only, so each output comes from the same code whatever
-            // the executor (bit-identical results).
-            index_t outer_rows = 1;
-            for (std::size_t a = 0; a + 1 < R; ++a) outer_rows *= d_.output_shape[a + 2];
-            const detail::plane_blocks rows(items, d_.global ? 1 : outer_rows, input_size());
-            auto split_rows = [&](const auto& kernel) {
-                return blocks(rows, [&kernel, in, out](index_t plane, index_t r0, index_t r1) {
-                    kernel.run_rows(in, out, plane, r0, r1);
-                });
-            };
-#if AVGPOOL_PERM_KERNEL
-            if constexpr (detail::perm_types<U, T>()) {
-                if (rows.split() && detail::perm_applicable<U, R, T>(d_)) return split_rows(detail::perm_kernel<R, T>(d_, op));
-            }
-#endif
-            if (rows.split() && detail::flat_split_applicable<U, R>(d_)) return split_rows(detail::flat_kernel<U, R, T>(d_, op));
-            if (rows.split() && detail::cf_applicable<U, R>(d_)) return split_rows(detail::cf_kernel<U, R, T>(d_, op));
-            if (with_plane_kernel<U, T>(op, planes)) return status{};
-        }
-        // The reference: blocks of a plane's outputs when there are few planes (as above).
-        const detail::plane_blocks outputs(items, d_.output_spatial_volume(), input_size());
-        if (outputs.split()) {
-            return blocks(outputs, [this, in, out, op](index_t plane, index_t o0, index_t o1) {
-                detail::reference_pool_outputs<T, R>(d_, in, out, op, plane, o0, o1);
-            });
-        }
-        exec(items, [this, in, out, op](index_t begin, index_t end) {
-            detail::reference_pool<T, R>(d_, in, out, op, begin, end);
-        });
-        return status{};
-    }
+    status run(const T* in, T* out, detail::pool_op op, const detail::exec_ref& exec) const;
 
     detail::plan_data<R> d_;
 };
+
+template <std::size_t R>
+template <class T>
+status pooling<R>::run_backward(const T* grad_out, T* grad_in, const detail::exec_ref& exec) const {
+    static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
+    if (grad_out == nullptr) return detail::null_pointer_error("grad_out");
+    if (grad_in == nullptr) return detail::null_pointer_error("grad_in");
+    const index_t items = d_.input_shape[0] * d_.input_shape[1];
+    if constexpr (std::is_floating_point<T>::value || detail::is_half<T>::value) {
+        // Channels-last: items are input rows, so that N = 1 still splits across threads.
+        using U = detail::compute_t<T>;
+        if (detail::backward_flip_applicable<U, R>(d_)) {
+            const detail::backward_cl_flip<U, R, T> kernel(d_);
+            if (kernel.usable()) {
+                exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
+                return status{};
+            }
+        }
+        if (d_.memory_layout == layout::channels_last && detail::backward_cl_applicable<U, R>(d_)) {
+            const detail::backward_cl<U, R, T> kernel(d_);
+            exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
+            return status{};
+        }
+    }
+    if constexpr (std::is_floating_point<T>::value) {
+        // Few planes: blocks of input rows (as forward splits output rows), by shape only.
+        index_t outer_rows = 1;
+        for (std::size_t a = 0; a + 1 < R; ++a) outer_rows *= d_.input_shape[a + 2];
+        const detail::plane_blocks rows(items, outer_rows, input_size());
+#if AVGPOOL_PERM_KERNEL
+        if constexpr (std::is_same<T, float>::value) {
+            if (rows.split() && detail::perm_backward_applicable<T, R>(d_)) {
+                const detail::perm_backward<R> kernel(d_);
+                exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
+                    rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
+                        kernel.run_rows(grad_out, grad_in, plane, r0, r1);
+                    });
+                });
+                return status{};
+            }
+        }
+#endif
+        if (rows.split() && !d_.global && detail::backward_cf_applicable<T, R>(d_)) {
+            const detail::backward_cf<T, R> kernel(d_);
+            exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
+                rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
+                    kernel.run_rows(grad_out, grad_in, plane, r0, r1);
+                });
+            });
+            return status{};
+        }
+        const bool done = with_backward_kernel<T>([&](const auto& kernel) {
+            exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel(grad_out, grad_in, b, e); });
+        });
+        if (done) return status{};
+    } else if (d_.memory_layout == layout::channels_first) {
+        // grad_out planes are the staged inputs, grad_in planes the outputs.
+        const bool done = with_backward_kernel<float>([&](const auto& kernel) {
+            stage_planes(grad_out, grad_in, d_.output_spatial_volume(), d_.input_spatial_volume(), exec,
+                         [&kernel](const float*, const float*, const float* g, float* gi, index_t b, index_t e) {
+                             kernel(g, gi, b, e);
+                         });
+        });
+        if (done) return status{};
+    }
+    exec(items, [this, grad_out, grad_in](index_t b, index_t e) {
+        detail::reference_backward<T, R>(d_, grad_out, grad_in, b, e);
+    });
+    return status{};
+}
+
+template <std::size_t R>
+template <class T>
+status pooling<R>::run(const T* in, T* out, detail::pool_op op, const detail::exec_ref& exec) const {
+    static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
+    if (in == nullptr) return detail::null_pointer_error("in");
+    if (out == nullptr) return detail::null_pointer_error("out");
+    const index_t items = d_.input_shape[0] * d_.input_shape[1];
+    // A plane kernel over the executor's chunks of planes.
+    auto planes = [&](const auto& kernel) {
+        exec(items, [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
+    };
+    // fn(plane, first, end) over the executor's chunks of plane blocks.
+    auto blocks = [&](const detail::plane_blocks& pb, const auto& fn) {
+        exec(pb.items(), [&pb, &fn](index_t begin, index_t end) { pb.for_each(begin, end, fn); });
+        return status{};
+    };
+    // SIMD kernels: float and double, and 16-bit storage through the float kernels, which
+    // convert as they load and round once as they store (the same path as float, so a
+    // 16-bit result is the float result on the same values, rounded).
+    if constexpr (std::is_floating_point<T>::value || detail::is_half<T>::value) {
+        using U = detail::compute_t<T>;
+        if (d_.memory_layout == layout::channels_last && detail::cl_applicable<U, R>(d_)) {
+            // Items are output rows, so that N = 1 still splits across threads.
+            const detail::cl_kernel<U, R, T> kernel(d_, op);
+            exec(kernel.items(), [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
+            return status{};
+        }
+        // Few planes: blocks of outer output rows (every axis but the last) through the
+        // block kernel where it applies to rows up to flat_split_max_width, else the
+        // row-wise kernel, so that N = 1 with few channels still uses every thread. The
+        // choice reads the shape only, so each output comes from the same code whatever
+        // the executor (bit-identical results).
+        index_t outer_rows = 1;
+        for (std::size_t a = 0; a + 1 < R; ++a) outer_rows *= d_.output_shape[a + 2];
+        const detail::plane_blocks rows(items, d_.global ? 1 : outer_rows, input_size());
+        auto split_rows = [&](const auto& kernel) {
+            return blocks(rows, [&kernel, in, out](index_t plane, index_t r0, index_t r1) {
+                kernel.run_rows(in, out, plane, r0, r1);
+            });
+        };
+#if AVGPOOL_PERM_KERNEL
+        if constexpr (detail::perm_types<U, T>()) {
+            if (rows.split() && detail::perm_applicable<U, R, T>(d_)) return split_rows(detail::perm_kernel<R, T>(d_, op));
+        }
+#endif
+        if (rows.split() && detail::flat_split_applicable<U, R>(d_)) return split_rows(detail::flat_kernel<U, R, T>(d_, op));
+        if (rows.split() && detail::cf_applicable<U, R>(d_)) return split_rows(detail::cf_kernel<U, R, T>(d_, op));
+        if (with_plane_kernel<U, T>(op, planes)) return status{};
+    }
+    // The reference: blocks of a plane's outputs when there are few planes (as above).
+    const detail::plane_blocks outputs(items, d_.output_spatial_volume(), input_size());
+    if (outputs.split()) {
+        return blocks(outputs, [this, in, out, op](index_t plane, index_t o0, index_t o1) {
+            detail::reference_pool_outputs<T, R>(d_, in, out, op, plane, o0, o1);
+        });
+    }
+    exec(items, [this, in, out, op](index_t begin, index_t end) {
+        detail::reference_pool<T, R>(d_, in, out, op, begin, end);
+    });
+    return status{};
+}
 
 namespace detail {
 // The one-call functions: check pointers, make the plan, run it; throw the error when
@@ -798,5 +806,42 @@ status adaptive_avg_pool(const T* in, const dims<R + 2>& input_shape, const dims
 }
 
 }  // namespace avgpool
+
+// Compiling the kernels once (AVGPOOL_EXTERN_TEMPLATES, AVGPOOL_INSTANTIATE): every translation
+// unit that runs a plan otherwise generates the kernels for its element types and ranks again,
+// tens of seconds each at -O2. A project with many such files can define AVGPOOL_EXTERN_TEMPLATES
+// everywhere (before the first include) and instantiate in one file of its own:
+//
+//     // avgpool_instances.cpp
+//     #include <avgpool/avgpool.hpp>
+//     AVGPOOL_INSTANTIATE(float, 2)        // one line per element type and rank the project uses
+//
+// With AVGPOOL_EXTERN_TEMPLATES, the element types float, double, float16 and bfloat16 at ranks 1-3
+// must each be instantiated somewhere in the program (AVGPOOL_INSTANTIATE_ALL() does all twelve);
+// other ranks compile where they are used, as without the macro. Both macros go at global scope.
+#define AVGPOOL_DETAIL_RUN_SPECS(PREFIX, T, R)                                                               \
+    PREFIX template ::avgpool::status avgpool::pooling<R>::run<T>(const T*, T*, ::avgpool::detail::pool_op,  \
+                                                                   const ::avgpool::detail::exec_ref&) const; \
+    PREFIX template ::avgpool::status avgpool::pooling<R>::run_backward<T>(const T*, T*,                    \
+                                                                            const ::avgpool::detail::exec_ref&) const;
+#define AVGPOOL_DETAIL_RUN_SPECS_ALL(PREFIX)                                                          \
+    AVGPOOL_DETAIL_RUN_SPECS(PREFIX, float, 1) AVGPOOL_DETAIL_RUN_SPECS(PREFIX, float, 2)            \
+    AVGPOOL_DETAIL_RUN_SPECS(PREFIX, float, 3) AVGPOOL_DETAIL_RUN_SPECS(PREFIX, double, 1)           \
+    AVGPOOL_DETAIL_RUN_SPECS(PREFIX, double, 2) AVGPOOL_DETAIL_RUN_SPECS(PREFIX, double, 3)          \
+    AVGPOOL_DETAIL_RUN_SPECS(PREFIX, ::avgpool::float16, 1)                                          \
+    AVGPOOL_DETAIL_RUN_SPECS(PREFIX, ::avgpool::float16, 2)                                          \
+    AVGPOOL_DETAIL_RUN_SPECS(PREFIX, ::avgpool::float16, 3)                                          \
+    AVGPOOL_DETAIL_RUN_SPECS(PREFIX, ::avgpool::bfloat16, 1)                                         \
+    AVGPOOL_DETAIL_RUN_SPECS(PREFIX, ::avgpool::bfloat16, 2)                                         \
+    AVGPOOL_DETAIL_RUN_SPECS(PREFIX, ::avgpool::bfloat16, 3)
+
+/// The kernels of plans of rank R (R spatial axes) on element type T, compiled here (see above).
+#define AVGPOOL_INSTANTIATE(T, R) AVGPOOL_DETAIL_RUN_SPECS(, T, R)
+/// AVGPOOL_INSTANTIATE for float, double, float16 and bfloat16 at ranks 1, 2 and 3.
+#define AVGPOOL_INSTANTIATE_ALL() AVGPOOL_DETAIL_RUN_SPECS_ALL()
+
+#ifdef AVGPOOL_EXTERN_TEMPLATES
+AVGPOOL_DETAIL_RUN_SPECS_ALL(extern)
+#endif
 
 #endif  // AVGPOOL_POOLING_HPP
