@@ -228,6 +228,8 @@ public:
     }
 
 private:
+    // run_backward and run (every kernel is reached through them) are defined after the class:
+    // not inline, so that AVGPOOL_EXTERN_TEMPLATES keeps them out of a translation unit.
     template <class T>
     status run_backward(const T* grad_out, T* grad_in, const detail::exec_ref& exec) const;
 
