@@ -818,8 +818,8 @@ status adaptive_avg_pool(const T* in, const dims<R + 2>& input_shape, const dims
 //     #include <avgpool/avgpool.hpp>
 //     AVGPOOL_INSTANTIATE(float, 2)        // one line per element type and rank the project uses
 //
-// With AVGPOOL_EXTERN_TEMPLATES, the element types float, double, float16 and bfloat16 at ranks 1-3
-// must each be instantiated somewhere in the program (AVGPOOL_INSTANTIATE_ALL() does all twelve);
+// With AVGPOOL_EXTERN_TEMPLATES, each of float, double, float16 and bfloat16 at ranks 1-3 that the
+// program runs must be instantiated somewhere in it (AVGPOOL_INSTANTIATE_ALL() does all twelve);
 // other ranks compile where they are used, as without the macro. Both macros go at global scope.
 #define AVGPOOL_DETAIL_RUN_SPECS(PREFIX, T, R)                                                               \
     PREFIX template ::avgpool::status avgpool::pooling<R>::run<T>(const T*, T*, ::avgpool::detail::pool_op,  \
