@@ -813,6 +813,13 @@ constexpr index_t flip_strided_min_bytes = 256;
 // The most divided gradients backward_cl_flip keeps per executor chunk, in bytes.
 constexpr index_t flip_ring_bytes = index_t(16) << 20;
 
+/// The ring slots backward_cl_flip keeps (first-axis slabs of divided gradients): the most
+/// outputs tapping an input along the first axis, the flipped kernel's; one slab for R = 1.
+template <std::size_t R>
+index_t flip_ring_slots(const plan_data<R>& p) noexcept {
+    return R == 1 ? 1 : p.flipped->geometry.kernel[0];
+}
+
 /// Whether backward_cl_flip serves this plan for elements computed in T: at least a vector of
 /// channels, divisors exact in T, and the forward kernel taking the flipped plan.
 template <class T, std::size_t R>
@@ -826,7 +833,7 @@ bool backward_flip_applicable(const plan_data<R>& p) noexcept {
     // cycles; 144 channels and more 30-45% fewer).
     if (p.flipped->adaptive && C * static_cast<index_t>(sizeof(T)) < flip_strided_min_bytes) return false;
     const index_t slab = R == 1 ? g.output[0] : p.output_spatial_volume() / g.output[0];  // (times C)
-    const index_t slots = R == 1 ? 1 : p.flipped->geometry.kernel[0];
+    const index_t slots = flip_ring_slots(p);
     if (slots * slab > flip_ring_bytes / static_cast<index_t>(sizeof(T)) / C) return false;
     return cl_applicable<T, R>(*p.flipped);
 }
@@ -858,7 +865,7 @@ public:
         row_ = Wo_ * C_;
         slab_rows_ = R == 3 ? g.output[1] : 1;
         slab_ = slab_rows_ * row_;
-        slots_ = R == 1 ? 1 : p.flipped->geometry.kernel[0];  // the most outputs tapping an input
+        slots_ = flip_ring_slots(p);
         first_ = R == 1 ? 1 : g.output[0];
     }
 
