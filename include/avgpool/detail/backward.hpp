@@ -1239,24 +1239,24 @@ private:
     }
 
     // Every input column of the row from its (at most three, consecutive) tapping output
-    // columns, by blocks of up to slide_vectors vectors of channels: column(o) gives the
-    // function k -> output column o's vector at channel k. The output columns are made in
-    // order and kept in registers until the last input column tapping them is stored.
-    static constexpr int slide_vectors = sizeof(V) >= 64 ? 4 : 2;  // 32 or 16 vector registers
-
+    // columns, by blocks of up to four vectors of channels: column(o) gives the function
+    // k -> output column o's vector at channel k. The output columns are made in order and
+    // kept in registers until the last input column tapping them is stored.
     template <class Column>
     void slide(M* dst, Column&& column) const {
         const index_t nv = (C_ + L - 1) / L;
         for (index_t v0 = 0; v0 < nv;) {
-            // With 16 registers an odd last vector joins the pair before it: three vectors'
-            // nine column sums still fit, and a pass of its own repeats the whole column walk
-            // for one vector (24 channels of 56x56, 3x3 stride 2, AVX2: 30% fewer instructions).
-            const index_t u = nv - v0 == 3 ? 3 : std::min<index_t>(slide_vectors, nv - v0);
+            // Every block repeats the whole column walk, so blocks are as wide as four vectors
+            // (twelve column sums: with 16 registers some divisors spill, and still, AVX2
+            // harness: 32 channels 3x3 stride 2 0.70x the cycles of pairs, 128 channels 4x4
+            // stride 3 0.78x), and never one vector alone after others (5 = 3 + 2; 24
+            // channels: 0.70x the instructions of 2 + 1).
+            const index_t left = nv - v0, u = left <= 4 ? left : left == 5 ? 3 : 4;
             switch (u) {
                 case 1: slide_block<1>(v0, dst, column); break;
                 case 2: slide_block<2>(v0, dst, column); break;
                 case 3: slide_block<3>(v0, dst, column); break;
-                default: slide_block<slide_vectors < 4 ? 1 : 4>(v0, dst, column); break;
+                default: slide_block<4>(v0, dst, column); break;
             }
             v0 += u;
         }
