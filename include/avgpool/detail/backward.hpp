@@ -1248,8 +1248,8 @@ private:
         for (index_t v0 = 0; v0 < nv;) {
             // Every block repeats the whole column walk, so blocks are as wide as four vectors
             // (twelve column sums: with 16 registers some divisors spill, and still, AVX2
-            // harness: 32 channels 3x3 stride 2 0.70x the cycles of pairs, 128 channels 4x4
-            // stride 3 0.78x), and never one vector alone after others (5 = 3 + 2; 24
+            // harness: 32 channels 3x3 stride 2 0.70-0.73x the cycles of pairs, 128 channels
+            // 4x4 stride 3 0.77x), and never one vector alone after others (5 = 3 + 2; 24
             // channels: 0.70x the instructions of 2 + 1).
             const index_t left = nv - v0, u = left <= 4 ? left : left == 5 ? 3 : 4;
             switch (u) {
