@@ -819,13 +819,16 @@ status adaptive_avg_pool(const T* in, const dims<R + 2>& input_shape, const dims
 //     AVGPOOL_INSTANTIATE(float, 2)        // one line per element type and rank the project uses
 //
 // With AVGPOOL_EXTERN_TEMPLATES, each of float, double, float16 and bfloat16 at ranks 1-3 that the
-// program runs must be instantiated somewhere in it (AVGPOOL_INSTANTIATE_ALL() does all twelve);
-// other ranks compile where they are used, as without the macro. Both macros go at global scope.
+// program runs must be instantiated somewhere in it (AVGPOOL_INSTANTIATE_ALL() does all twelve),
+// and float16 or bfloat16 at rank R needs float at rank R as well: their channels-last backward
+// sums in float through float's kernel, which is then compiled once, with float's. Other ranks
+// compile where they are used, as without the macro. Both macros go at global scope.
 #define AVGPOOL_DETAIL_RUN_SPECS(PREFIX, T, R)                                                               \
     PREFIX template ::avgpool::status avgpool::pooling<R>::run<T>(const T*, T*, ::avgpool::detail::pool_op,  \
                                                                    const ::avgpool::detail::exec_ref&) const; \
     PREFIX template ::avgpool::status avgpool::pooling<R>::run_backward<T>(const T*, T*,                    \
-                                                                            const ::avgpool::detail::exec_ref&) const;
+                                                                            const ::avgpool::detail::exec_ref&) const; \
+    PREFIX template class ::avgpool::detail::cl_kernel<::avgpool::detail::compute_t<T>, R, T>;
 #define AVGPOOL_DETAIL_RUN_SPECS_ALL(PREFIX)                                                          \
     AVGPOOL_DETAIL_RUN_SPECS(PREFIX, float, 1) AVGPOOL_DETAIL_RUN_SPECS(PREFIX, float, 2)            \
     AVGPOOL_DETAIL_RUN_SPECS(PREFIX, float, 3) AVGPOOL_DETAIL_RUN_SPECS(PREFIX, double, 1)           \

@@ -353,61 +353,7 @@ private:
     };
 
     // One output row: channel blocks, each through tiles of output columns.
-    void row(buffers& b, const M* const* rows, index_t n0, index_t n1, double outer, M* dst) const {
-        const bool average = op_ == pool_op::average;
-        const bool override_div = p_.divisor_override > 0;
-        if (average && !override_div && outer == 0.0) {
-            // The outer window counts no tap: every output of the row is empty.
-            std::fill(dst, dst + row_out_, M(empty_window_value<T>(p_.empty_window_nan)));
-            return;
-        }
-        const row_divisor div{override_div,
-                              static_cast<T>(override_div ? static_cast<double>(p_.divisor_override) : outer),
-                              last_div_};
-        const index_t nrows = n0 * n1;
-        if (fused_ != nullptr && nrows >= 1 && nrows <= cl_register_rows) {
-            (this->*fused_)(b, rows, n0, n1, dst, average, div);
-            return;
-        }
-        // One input row and whole vectors only: read it in place.
-        const bool direct = nrows == 1 && (cb_ < C_ || C_ % L == 0);
-        const index_t cols_cap = cap / cb_;
-        for (index_t blk = 0; blk < blocks_; ++blk) {
-            const index_t c0 = std::min(blk * cb_, C_ - cb_);
-            if (direct) {
-                hpass(rows[0] + c0, C_, 0, 0, Wo_, c0, dst, average, div);
-                continue;
-            }
-            for (index_t o0 = 0; o0 < Wo_;) {
-                // The longest run of outputs whose taps fit the buffer (any window alone does).
-                index_t o1 = o0, lo = 0, hi = 0;
-                bool any = false;
-                for (; o1 < Wo_; ++o1) {
-                    const window& w = last_[o1];
-                    if (w.count == 0) continue;
-                    const index_t end = w.first + (w.count - 1) * d_ + 1;
-                    const index_t nlo = any ? std::min(lo, w.first) : w.first;
-                    const index_t nhi = any ? std::max(hi, end) : end;
-                    if (nhi - nlo > cols_cap) break;
-                    lo = nlo;
-                    hi = nhi;
-                    any = true;
-                }
-                const index_t len = (hi - lo) * cb_;
-                if (nrows == 0) {
-                    std::fill(b.buf, b.buf + len, T(0));  // include-pad rows wholly in padding
-                } else if (cb_ == C_) {
-                    vsum(b, b.buf, rows, n0, n1, lo * C_, len);
-                } else {
-                    for (index_t x = lo; x < hi; ++x) vsum(b, b.buf + (x - lo) * cb_, rows, n0, n1, x * C_ + c0, cb_);
-                }
-                // Whole-vector reads of a flat block's last column reach up to L - 1 past it.
-                std::fill(b.buf + len, b.buf + len + L, T(0));
-                hpass(b.buf, cb_, lo, o0, o1, c0, dst, average, div);
-                o0 = o1;
-            }
-        }
-    }
+    void row(buffers& b, const M* const* rows, index_t n0, index_t n1, double outer, M* dst) const;
 
     using fused_fn = void (cl_kernel::*)(buffers&, const M* const*, index_t, index_t, M*, bool,
                                          const row_divisor&) const;
@@ -421,37 +367,7 @@ private:
     //  - Long kernels (5 < K <= cl_max_block) at stride 1: block sums (block_chunk).
     // Window ow covers columns ow * S - pb + t, t < K; those outside the input count as zero
     // columns, which is exactly the table's clipped window (first, count).
-    fused_fn pick_fused() const noexcept {
-        const pool_geometry<R>& g = p_.geometry;
-        if (p_.adaptive || d_ != 1 || C_ < L) return nullptr;
-        const index_t k = g.kernel[R - 1], s = g.strides[R - 1];
-        if (s == 1 && k > 5 && k <= cl_max_block && Wo_ >= 2) return &cl_kernel::fused<0, 1>;
-        if (s != 1 && s != 2) return nullptr;
-        const bool two = s == 2;
-        if (rcb_ > 0) {
-            switch (k) {
-                case 1: return two ? &cl_kernel::ring<1, 2> : &cl_kernel::ring<1, 1>;
-                case 2: return two ? &cl_kernel::ring<2, 2> : &cl_kernel::ring<2, 1>;
-                case 3: return two ? &cl_kernel::ring<3, 2> : &cl_kernel::ring<3, 1>;
-                case 4: return two ? &cl_kernel::ring<4, 2> : &cl_kernel::ring<4, 1>;
-                case 5: return two ? &cl_kernel::ring<5, 2> : &cl_kernel::ring<5, 1>;
-                default: break;
-            }
-        }
-        // Channels not a multiple of the width: the last vector is shifted back to end at C,
-        // its overlap computed twice to the same values. That beats the row-buffer path for
-        // windows up to 3 wide (17-24 channels, AVX-512: 17-36% less time; SSE2 6 channels
-        // 38%), not for 4x4 at stride 2 (35% more).
-        if (C_ % L != 0 && k > 3) return nullptr;
-        switch (k) {
-            case 1: return two ? &cl_kernel::fused<1, 2> : &cl_kernel::fused<1, 1>;
-            case 2: return two ? &cl_kernel::fused<2, 2> : &cl_kernel::fused<2, 1>;
-            case 3: return two ? &cl_kernel::fused<3, 2> : &cl_kernel::fused<3, 1>;
-            case 4: return two ? &cl_kernel::fused<4, 2> : &cl_kernel::fused<4, 1>;
-            case 5: return two ? &cl_kernel::fused<5, 2> : &cl_kernel::fused<5, 1>;
-            default: return nullptr;
-        }
-    }
+    fused_fn pick_fused() const noexcept;
 
     // The ring path (K <= 5, stride 1 or 2): output columns in order, each over every channel
     // of a block (contiguous loads and stores: the input rows stream through the prefetchers).
@@ -842,29 +758,7 @@ private:
     // overlapping lanes are summed twice, separately, to the same values. There is no
     // outer-row list, so any number of input rows is fine.
 
-    void slices(buffers& b, const M* src, M* dst, const window& w0) const {
-        const index_t cb = global_cb_, nv = (cb + L - 1) / L;
-        const bool average = op_ == pool_op::average;
-        T div = T(1);
-        if (average) {
-            // The outer axes' factors (R = 1: none; the last axis's is last_div_), the inner
-            // outer axis (R = 3) having one window.
-            double outer = R == 1 ? 1.0 : static_cast<double>(w0.divisor);
-            for (std::size_t a = 1; a + 1 < R; ++a) outer *= static_cast<double>(p_.axis(a)[0].divisor);
-            div = p_.divisor_override > 0 ? static_cast<T>(p_.divisor_override) : static_cast<T>(outer) * last_div_[0];
-        }
-        const quotient_by dv(div);
-        const M* first = src + w0.first * (in_n_ / p_.geometry.input[0]);  // first-axis slices
-        for (index_t c0 = 0;; c0 += cb) {
-            c0 = std::min(c0, C_ - cb);
-            global_level<0>(b.buf, first + c0, nv, cb, b.buf, true, w0.count);
-            for (index_t v = 0; v < nv; ++v) {
-                const V a = V::load(b.buf + v * L);
-                vstore(average ? dv(a) : a, dst + c0 + std::min(v * L, cb - L));
-            }
-            if (c0 + cb >= C_) break;
-        }
-    }
+    void slices(buffers& b, const M* src, M* dst, const window& w0) const;
 
     // out = (first ? 0 : out) + the nested sum over spatial axes A .. R - 1 of the block at p,
     // axis 0 over n0 taps (dilated). Row k of the partial sums is at sums + k nv L: row 0 the
@@ -1081,6 +975,126 @@ private:
     const window* last_ = nullptr;
     const T* last_div_ = nullptr;
 };
+
+// Defined out of the class, so not inline: the entry points into the kernel's code (the
+// constructor chooses the fused path through pick_fused). AVGPOOL_EXTERN_TEMPLATES declares
+// them extern, so a translation unit that only constructs and runs a kernel, as the 16-bit
+// backward runs float's, does not generate that code again.
+
+template <class T, std::size_t R, class M>
+auto cl_kernel<T, R, M>::pick_fused() const noexcept -> fused_fn {
+    const pool_geometry<R>& g = p_.geometry;
+    if (p_.adaptive || d_ != 1 || C_ < L) return nullptr;
+    const index_t k = g.kernel[R - 1], s = g.strides[R - 1];
+    if (s == 1 && k > 5 && k <= cl_max_block && Wo_ >= 2) return &cl_kernel::fused<0, 1>;
+    if (s != 1 && s != 2) return nullptr;
+    const bool two = s == 2;
+    if (rcb_ > 0) {
+        switch (k) {
+            case 1: return two ? &cl_kernel::ring<1, 2> : &cl_kernel::ring<1, 1>;
+            case 2: return two ? &cl_kernel::ring<2, 2> : &cl_kernel::ring<2, 1>;
+            case 3: return two ? &cl_kernel::ring<3, 2> : &cl_kernel::ring<3, 1>;
+            case 4: return two ? &cl_kernel::ring<4, 2> : &cl_kernel::ring<4, 1>;
+            case 5: return two ? &cl_kernel::ring<5, 2> : &cl_kernel::ring<5, 1>;
+            default: break;
+        }
+    }
+    // Channels not a multiple of the width: the last vector is shifted back to end at C,
+    // its overlap computed twice to the same values. That beats the row-buffer path for
+    // windows up to 3 wide (17-24 channels, AVX-512: 17-36% less time; SSE2 6 channels
+    // 38%), not for 4x4 at stride 2 (35% more).
+    if (C_ % L != 0 && k > 3) return nullptr;
+    switch (k) {
+        case 1: return two ? &cl_kernel::fused<1, 2> : &cl_kernel::fused<1, 1>;
+        case 2: return two ? &cl_kernel::fused<2, 2> : &cl_kernel::fused<2, 1>;
+        case 3: return two ? &cl_kernel::fused<3, 2> : &cl_kernel::fused<3, 1>;
+        case 4: return two ? &cl_kernel::fused<4, 2> : &cl_kernel::fused<4, 1>;
+        case 5: return two ? &cl_kernel::fused<5, 2> : &cl_kernel::fused<5, 1>;
+        default: return nullptr;
+    }
+}
+
+template <class T, std::size_t R, class M>
+void cl_kernel<T, R, M>::row(buffers& b, const M* const* rows, index_t n0, index_t n1, double outer, M* dst) const {
+    const bool average = op_ == pool_op::average;
+    const bool override_div = p_.divisor_override > 0;
+    if (average && !override_div && outer == 0.0) {
+        // The outer window counts no tap: every output of the row is empty.
+        std::fill(dst, dst + row_out_, M(empty_window_value<T>(p_.empty_window_nan)));
+        return;
+    }
+    const row_divisor div{override_div,
+                          static_cast<T>(override_div ? static_cast<double>(p_.divisor_override) : outer),
+                          last_div_};
+    const index_t nrows = n0 * n1;
+    if (fused_ != nullptr && nrows >= 1 && nrows <= cl_register_rows) {
+        (this->*fused_)(b, rows, n0, n1, dst, average, div);
+        return;
+    }
+    // One input row and whole vectors only: read it in place.
+    const bool direct = nrows == 1 && (cb_ < C_ || C_ % L == 0);
+    const index_t cols_cap = cap / cb_;
+    for (index_t blk = 0; blk < blocks_; ++blk) {
+        const index_t c0 = std::min(blk * cb_, C_ - cb_);
+        if (direct) {
+            hpass(rows[0] + c0, C_, 0, 0, Wo_, c0, dst, average, div);
+            continue;
+        }
+        for (index_t o0 = 0; o0 < Wo_;) {
+            // The longest run of outputs whose taps fit the buffer (any window alone does).
+            index_t o1 = o0, lo = 0, hi = 0;
+            bool any = false;
+            for (; o1 < Wo_; ++o1) {
+                const window& w = last_[o1];
+                if (w.count == 0) continue;
+                const index_t end = w.first + (w.count - 1) * d_ + 1;
+                const index_t nlo = any ? std::min(lo, w.first) : w.first;
+                const index_t nhi = any ? std::max(hi, end) : end;
+                if (nhi - nlo > cols_cap) break;
+                lo = nlo;
+                hi = nhi;
+                any = true;
+            }
+            const index_t len = (hi - lo) * cb_;
+            if (nrows == 0) {
+                std::fill(b.buf, b.buf + len, T(0));  // include-pad rows wholly in padding
+            } else if (cb_ == C_) {
+                vsum(b, b.buf, rows, n0, n1, lo * C_, len);
+            } else {
+                for (index_t x = lo; x < hi; ++x) vsum(b, b.buf + (x - lo) * cb_, rows, n0, n1, x * C_ + c0, cb_);
+            }
+            // Whole-vector reads of a flat block's last column reach up to L - 1 past it.
+            std::fill(b.buf + len, b.buf + len + L, T(0));
+            hpass(b.buf, cb_, lo, o0, o1, c0, dst, average, div);
+            o0 = o1;
+        }
+    }
+}
+
+template <class T, std::size_t R, class M>
+void cl_kernel<T, R, M>::slices(buffers& b, const M* src, M* dst, const window& w0) const {
+    const index_t cb = global_cb_, nv = (cb + L - 1) / L;
+    const bool average = op_ == pool_op::average;
+    T div = T(1);
+    if (average) {
+        // The outer axes' factors (R = 1: none; the last axis's is last_div_), the inner
+        // outer axis (R = 3) having one window.
+        double outer = R == 1 ? 1.0 : static_cast<double>(w0.divisor);
+        for (std::size_t a = 1; a + 1 < R; ++a) outer *= static_cast<double>(p_.axis(a)[0].divisor);
+        div = p_.divisor_override > 0 ? static_cast<T>(p_.divisor_override) : static_cast<T>(outer) * last_div_[0];
+    }
+    const quotient_by dv(div);
+    const M* first = src + w0.first * (in_n_ / p_.geometry.input[0]);  // first-axis slices
+    for (index_t c0 = 0;; c0 += cb) {
+        c0 = std::min(c0, C_ - cb);
+        global_level<0>(b.buf, first + c0, nv, cb, b.buf, true, w0.count);
+        for (index_t v = 0; v < nv; ++v) {
+            const V a = V::load(b.buf + v * L);
+            vstore(average ? dv(a) : a, dst + c0 + std::min(v * L, cb - L));
+        }
+        if (c0 + cb >= C_) break;
+    }
+}
 
 }  // namespace detail
 }  // namespace avgpool
