@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "support/conformance.hpp"
+#include "support/random.hpp"
 
 namespace {
 
@@ -123,7 +124,7 @@ void random_adaptive(int cases) {
         index_t n = s[0] * s[1];
         for (std::size_t a = 0; a < R; ++a) n *= s[a + 2];
         V x(static_cast<std::size_t>(n));
-        std::uniform_real_distribution<double> dist(-2, 2);
+        avgpool_test::uniform<double> dist(-2, 2);
         for (double& v : x) v = dist(gen);
         const V want = brute<R>(s, O, x);
         std::string trace = "case " + std::to_string(c) + " shape";

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "support/conformance.hpp"
+#include "support/random.hpp"
 
 namespace {
 
@@ -58,7 +59,7 @@ V gradient_by_forward(const avgpool::pooling<R>& plan, const V& g) {
 
 template <std::size_t R, class T>
 void check_case(const avgpool::pooling<R>& plan, std::mt19937_64& gen) {
-    std::uniform_real_distribution<double> dist(-1, 1);
+    avgpool_test::uniform<double> dist(-1, 1);
     const std::size_t n_in = static_cast<std::size_t>(plan.input_size()), n_out = static_cast<std::size_t>(plan.output_size());
     std::vector<T> x(n_in), g(n_out), y(n_out), gx(n_in, T(123));  // grad_in is overwritten
     for (T& v : x) v = static_cast<T>(dist(gen));
@@ -212,7 +213,7 @@ void expect_fast_matches(const avgpool::pooling<R>& plan, std::mt19937_64& gen, 
     if (require_fast) {
         ASSERT_TRUE(fast);
     }
-    std::uniform_real_distribution<double> dist(-1, 1);
+    avgpool_test::uniform<double> dist(-1, 1);
     const std::size_t n_in = static_cast<std::size_t>(plan.input_size());
     std::vector<T> g(static_cast<std::size_t>(plan.output_size())), ref(n_in), got(n_in);
     for (T& v : g) v = static_cast<T>(dist(gen));
@@ -386,7 +387,7 @@ void cl_vs_reference(int cases, index_t max_extent, index_t max_last) {
         expect_fast_matches<T, R>(*plan, gen, false);
         if (::testing::Test::HasFatalFailure()) return;
         std::vector<T> g(static_cast<std::size_t>(plan->output_size()));
-        std::uniform_real_distribution<double> dist(-1, 1);
+        avgpool_test::uniform<double> dist(-1, 1);
         for (T& v : g) v = static_cast<T>(dist(gen));
         const avgpool::detail::backward_cl<T, R> k(d);
         expect_split_and_storage<avgpool::bfloat16>(*plan, k, g, pick(0, k.items()));
@@ -453,7 +454,7 @@ void cl_flipped(int cases) {
         if (::testing::Test::HasFatalFailure()) return;
         const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
         std::vector<T> g(static_cast<std::size_t>(plan->output_size()));
-        std::uniform_real_distribution<double> dist(-1, 1);
+        avgpool_test::uniform<double> dist(-1, 1);
         for (T& v : g) v = static_cast<T>(dist(gen));
         expect_split_and_storage<avgpool::float16>(*plan, k, g, pick(0, k.items()));
         if (::testing::Test::HasFatalFailure()) return;

@@ -9,6 +9,7 @@
 #include <avgpool/avgpool.hpp>
 
 #include "support/geometry.hpp"
+#include "support/random.hpp"
 
 #include <array>
 #include <cmath>
@@ -35,7 +36,7 @@ constexpr index_t channel_counts[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 33};
 
 template <class T>
 std::vector<T> random_input(std::size_t n, std::mt19937_64& gen) {
-    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    avgpool_test::uniform<double> dist(-4.0, 4.0);
     std::vector<T> in(n);
     for (T& x : in) x = static_cast<T>(dist(gen));
     return in;

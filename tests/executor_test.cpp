@@ -25,6 +25,8 @@
 #include <utility>
 #include <vector>
 
+#include "support/random.hpp"
+
 namespace {
 
 using avgpool::index_t;
@@ -337,7 +339,7 @@ struct uneven_executor {
 template <class T>
 std::vector<T> random_values(std::size_t n, std::uint64_t seed) {
     std::mt19937_64 gen(seed);
-    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    avgpool_test::uniform<double> dist(-4.0, 4.0);
     std::vector<T> v(n);
     for (T& x : v) x = static_cast<T>(dist(gen));
     return v;

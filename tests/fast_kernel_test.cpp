@@ -6,6 +6,7 @@
 #include <avgpool/avgpool.hpp>
 
 #include "support/geometry.hpp"
+#include "support/random.hpp"
 
 #include <cmath>
 #include <cstring>
@@ -47,7 +48,7 @@ void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
     } else {
         ASSERT_TRUE((avgpool::detail::pair_applicable<T, R>(d))) << "expected the 2x2 stride-2 kernel";
     }
-    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    avgpool_test::uniform<double> dist(-4.0, 4.0);
     std::vector<T> in(static_cast<std::size_t>(plan->input_size()));
     for (T& x : in) x = static_cast<T>(dist(gen));
     std::vector<T> absin(in.size());
@@ -259,7 +260,7 @@ void compare_backward(const avgpool::dims<4>& shape, const avgpool::pool_attrs<2
     auto plan = avgpool::pooling<2>::create(shape, a);
     ASSERT_TRUE(plan);
     const auto& d = avgpool::detail::plan_access::data(*plan);
-    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    avgpool_test::uniform<double> dist(-4.0, 4.0);
     std::vector<T> g(static_cast<std::size_t>(plan->output_size())), absg(g.size());
     for (std::size_t i = 0; i < g.size(); ++i) {
         g[i] = static_cast<T>(dist(gen));
@@ -473,7 +474,7 @@ void strip_blocks_suite() {
             ASSERT_TRUE(plan);
             const auto& d = avgpool::detail::plan_access::data(*plan);
             std::vector<T> in(static_cast<std::size_t>(plan->input_size()));
-            std::uniform_real_distribution<double> dist(-4.0, 4.0);
+            avgpool_test::uniform<double> dist(-4.0, 4.0);
             for (auto& v : in) v = static_cast<T>(dist(gen));
             const std::size_t no = static_cast<std::size_t>(plan->output_size());
             std::vector<T> whole(no), parts(no), threaded(no);
@@ -533,7 +534,7 @@ void pair_suite(int cases) {
         SCOPED_TRACE(trace + " (backward)");
         auto plan = avgpool::pooling<2>::create(shape, a);
         const auto& d = avgpool::detail::plan_access::data(*plan);
-        std::uniform_real_distribution<double> dist(-4.0, 4.0);
+        avgpool_test::uniform<double> dist(-4.0, 4.0);
         std::vector<T> g(static_cast<std::size_t>(plan->output_size()));
         for (T& x : g) x = static_cast<T>(dist(gen));
         std::vector<T> fast(static_cast<std::size_t>(plan->input_size()), T(1e30)), ref(fast.size());
@@ -573,7 +574,7 @@ void tile_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std
     if (cut % P == 0) cut = cut + 1 < items ? cut + 1 : cut - 1;
     double ksum = 0;
     for (std::size_t ax = 0; ax < R; ++ax) ksum += static_cast<double>(d.geometry.kernel[ax]);
-    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    avgpool_test::uniform<double> dist(-4.0, 4.0);
     // Checks got against ref within the bound from ref_abs (the same computation on |x|).
     auto check = [&](const std::vector<T>& got, const std::vector<T>& ref, const std::vector<T>& ref_abs,
                      const char* what) {
@@ -689,7 +690,7 @@ void perm_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std
     double ksum = 0;
     for (std::size_t ax = 0; ax < R; ++ax) ksum += static_cast<double>(d.geometry.kernel[ax]);
     const std::size_t xn = static_cast<std::size_t>(plan.input_size()), on = static_cast<std::size_t>(plan.output_size());
-    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    avgpool_test::uniform<double> dist(-4.0, 4.0);
     std::vector<float> in(xn), absin(xn);
     for (std::size_t i = 0; i < xn; ++i) {
         in[i] = static_cast<float>(dist(gen));
@@ -807,7 +808,7 @@ void perm_plane_check(const avgpool::pooling<2>& plan, std::mt19937_64& gen, con
     const index_t items = d.input_shape[0] * d.input_shape[1];
     const double ksum = static_cast<double>(d.geometry.kernel[0] + d.geometry.kernel[1]);
     const std::size_t xn = static_cast<std::size_t>(plan.input_size()), on = static_cast<std::size_t>(plan.output_size());
-    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    avgpool_test::uniform<double> dist(-4.0, 4.0);
     std::vector<float> in(xn), absin(xn);
     for (std::size_t i = 0; i < xn; ++i) {
         in[i] = static_cast<float>(dist(gen));
@@ -1079,7 +1080,7 @@ void global_groups_case(const avgpool::dims<R + 2>& shape, std::mt19937_64& gen,
     const auto& d = avgpool::detail::plan_access::data(*plan);
     ASSERT_TRUE(d.global) << t;
     const index_t items = shape[0] * shape[1], n = plan->input_size() / items;
-    std::uniform_real_distribution<double> dist(-4.0, 4.0);
+    avgpool_test::uniform<double> dist(-4.0, 4.0);
     std::vector<T> in(static_cast<std::size_t>(plan->input_size()));
     for (T& x : in) x = static_cast<T>(dist(gen));
     const avgpool::detail::cf_kernel<T, R> k(d, avgpool::detail::pool_op::average);

@@ -5,6 +5,7 @@
 #include <avgpool/avgpool.hpp>
 
 #include "support/geometry.hpp"
+#include "support/random.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -28,7 +29,7 @@ int ulps_apart(H a, H b) {
 
 template <class H, std::size_t R>
 void check(const avgpool::pooling<R>& plan, std::mt19937_64& gen) {
-    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+    avgpool_test::uniform<float> dist(-3.0f, 3.0f);
     const std::size_t n_in = static_cast<std::size_t>(plan.input_size()), n_out = static_cast<std::size_t>(plan.output_size());
     std::vector<H> xh(n_in), gh(n_out), yh(n_out), sh(n_out), gih(n_in);
     std::vector<float> xf(n_in), gf(n_out), yf(n_out), sf(n_out), gif(n_in);
@@ -120,7 +121,7 @@ void kernel_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>
     auto plan = avgpool::pooling<R>::create(shape, a, lay);
     if (!plan) return;
     SCOPED_TRACE(avgpool_test::describe<R>(shape, a, lay == avgpool::layout::channels_last ? "cl" : "cf"));
-    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+    avgpool_test::uniform<float> dist(-3.0f, 3.0f);
     const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), n_out = static_cast<std::size_t>(plan->output_size());
     std::vector<H> x(n_in), g(n_out);
     std::vector<double> xd(n_in), xa(n_in), gd(n_out), ga(n_out);
@@ -240,7 +241,7 @@ void fused_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>&
         return;  // the reference path
     SCOPED_TRACE(avgpool_test::describe<R>(shape, a, lay == avgpool::layout::channels_last ? "cl" : "cf"));
     const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), n_out = static_cast<std::size_t>(plan->output_size());
-    std::uniform_real_distribution<float> dist(-3.0f, 3.0f);
+    avgpool_test::uniform<float> dist(-3.0f, 3.0f);
     std::uniform_int_distribution<int> kind(0, 199);
     const float big = std::is_same<H, avgpool::float16>::value ? 60000.0f : 3.0e38f;  // two overflow
     std::vector<H> x(n_in);

@@ -9,6 +9,7 @@
 
 #include "support/conformance.hpp"
 #include "support/run.hpp"
+#include "support/random.hpp"
 
 namespace {
 
@@ -26,7 +27,7 @@ avgpool::pool_attrs<2> padded3x3() {
 
 std::vector<float> random_floats(std::size_t n, unsigned seed) {
     std::mt19937 gen(seed);
-    std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+    avgpool_test::uniform<float> d(-1.0f, 1.0f);
     std::vector<float> v(n);
     for (float& x : v) x = d(gen);
     return v;

@@ -17,6 +17,7 @@
 // divisor is 0 must give exactly 0, or NaN with empty_window_nan. sum() must be within
 // 4 * (k_1 + ... + k_R) * eps * (sum of |x|). divisor() must be exact.
 #include "support/brute_force.hpp"
+#include "support/random.hpp"
 
 #include <avgpool/avgpool.hpp>
 
@@ -231,7 +232,7 @@ bf::bf_attrs to_bf(const avgpool::pool_attrs<R>& a) {
 }
 
 double draw_value(std::mt19937_64& rng, int kind) {
-    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    avgpool_test::uniform<double> u(-1.0, 1.0);
     switch (kind) {
         case 1: return static_cast<double>(uniform(rng, -8, 8));
         case 2: return std::ldexp(u(rng), static_cast<int>(uniform(rng, -30, 30)));

@@ -10,7 +10,8 @@
 #   copy the consumer project into <work>, put the generated single header (and nothing else of
 #   avgpool) into it as third_party/avgpool/avgpool.hpp, build and run it there.
 # Every consumer build makes two programs, main.cpp (exceptions on) and main_noexcept.cpp
-# (-fno-exceptions, errors handled as values), and runs both.
+# (-fno-exceptions, errors handled as values), which link the kernels of instances.cpp
+# (AVGPOOL_EXTERN_TEMPLATES), and runs both.
 #
 # Inputs (-D): AVGPOOL_SOURCE_DIR AVGPOOL_CONSUMER_SOURCE_DIR AVGPOOL_WORK_DIR AVGPOOL_CONSUMER_MODE
 #              AVGPOOL_CXX_COMPILER AVGPOOL_GENERATOR, optional AVGPOOL_MAKE_PROGRAM
@@ -104,7 +105,7 @@ elseif(AVGPOOL_CONSUMER_MODE STREQUAL "single_header")
     # A project of its own, outside the avgpool tree: the consumer's sources plus one header.
     set(_consumer_src "${_work}/consumer-single-header-src")
     file(MAKE_DIRECTORY "${_consumer_src}/third_party/avgpool")
-    foreach(_f IN ITEMS CMakeLists.txt main.cpp main_noexcept.cpp)
+    foreach(_f IN ITEMS CMakeLists.txt main.cpp main_noexcept.cpp instances.cpp)
         configure_file("${AVGPOOL_CONSUMER_SOURCE_DIR}/${_f}" "${_consumer_src}/${_f}" COPYONLY)
     endforeach()
     configure_file("${AVGPOOL_SINGLE_HEADER_FILE}"
