@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <utility>
@@ -393,6 +394,56 @@ void cl_vs_reference(int cases, index_t max_extent, index_t max_last) {
         expect_split_and_storage<avgpool::bfloat16>(*plan, k, g, pick(0, k.items()));
         if (::testing::Test::HasFatalFailure()) return;
     }
+}
+
+// Windows that do not overlap, channels-last (the gathering kernel's direct path): every input
+// gets exactly its window's gradient divided by the window's divisor, bit for bit, for
+// special values too: signed zeros, infinities, NaN, the largest finite value, subnormals.
+// 2x2 stride 2 with ceil rounding on 7 columns (the last window one column wide), so
+// divisors 4 and 2, which the kernel divides by a multiply; channels past a whole vector.
+template <class T>
+void non_overlapping_exact() {
+    constexpr index_t C = 2 * static_cast<index_t>(avgpool::detail::vec<T>::width) + 3, H = 6, W = 7;
+    avgpool::pool_attrs<2> a;
+    a.kernel = {2, 2};
+    a.strides = {2, 2};
+    a.rounding = avgpool::rounding_type::ceil;
+    auto plan = avgpool::pooling<2>::create({1, C, H, W}, a, avgpool::layout::channels_last);
+    ASSERT_TRUE(plan.ok());
+    const auto& d = avgpool::detail::plan_access::data(*plan);
+    ASSERT_TRUE((avgpool::detail::backward_cl_applicable<T, 2>(d)));
+    const index_t Ho = plan->output_shape()[2], Wo = plan->output_shape()[3];
+    ASSERT_EQ(Wo, 4);
+    const T special[] = {T(-0.0), T(0), std::numeric_limits<T>::infinity(), -std::numeric_limits<T>::infinity(),
+                         std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::max(),
+                         std::numeric_limits<T>::denorm_min(), std::numeric_limits<T>::min(), T(-3)};
+    std::mt19937_64 gen(77);
+    avgpool_test::uniform<double> dist(-5, 5);
+    std::vector<T> g(static_cast<std::size_t>(Ho * Wo * C));
+    for (std::size_t i = 0; i < g.size(); ++i)
+        g[i] = i % 3 == 0 ? special[(i / 3) % (sizeof(special) / sizeof(special[0]))] : static_cast<T>(dist(gen));
+    std::vector<T> gi(static_cast<std::size_t>(H * W * C), T(99));
+    const avgpool::detail::backward_cl<T, 2> k(d);
+    k.run(g.data(), gi.data(), 0, k.items());
+    for (index_t y = 0; y < H; ++y)
+        for (index_t x = 0; x < W; ++x)
+            for (index_t c = 0; c < C; ++c) {
+                const index_t o = ((y / 2) * Wo + x / 2) * C + c;
+                const T div = T(2 * (x == W - 1 ? 1 : 2));
+                const T want = g[static_cast<std::size_t>(o)] / div;
+                const T got = gi[static_cast<std::size_t>((y * W + x) * C + c)];
+                if (std::isnan(want)) {
+                    EXPECT_TRUE(std::isnan(got)) << y << " " << x << " " << c;
+                } else {
+                    EXPECT_EQ(0, std::memcmp(&want, &got, sizeof(T)))
+                        << "input (" << y << ", " << x << ") channel " << c << ": " << got << ", expected " << want;
+                }
+            }
+}
+
+TEST(Backward, NonOverlappingQuotientsExact) {
+    non_overlapping_exact<float>();
+    non_overlapping_exact<double>();
 }
 
 TEST(Backward, ChannelsLastMatchesReference) {

@@ -323,18 +323,6 @@ private:
               d(V::splat(ds)),
               r(V::splat(rs)),
               exact(power_of_two(div)) {}
-        // Bit test, not std::frexp: a library call per rebuilt quotient cost short rows
-        // (4-output rows of 3-D pools) about a tenth of their time.
-        static bool power_of_two(T div) noexcept {
-            static_assert(sizeof(T) == 4 || sizeof(T) == 8, "quotient_by: float or double");
-            using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
-            if (!(div > T(0)) || div > std::numeric_limits<T>::max()) return false;
-            U bits;
-            std::memcpy(&bits, &div, sizeof bits);
-            constexpr int frac_bits = std::numeric_limits<T>::digits - 1;
-            // A normal number with a zero fraction (subnormals have no implicit bit: not exact).
-            return (bits & ((U(1) << frac_bits) - 1)) == 0 && (bits >> frac_bits) != 0;
-        }
         AVGPOOL_ALWAYS_INLINE V operator()(V a) const noexcept { return exact ? a * r : divide_rounded(a, d, r); }
     };
 

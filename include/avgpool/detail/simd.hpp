@@ -189,6 +189,22 @@ inline vec<T> clamp_symmetric(const vec<T>& x, const vec<T>& lim, const vec<T>& 
 #endif
 }
 
+/// Whether div is a power of two, a normal number whose reciprocal r is exact: then a * r is
+/// a / div, correctly rounded, in one multiply (2x2 and 2x2x2 windows). A bit test, not
+/// std::frexp: a library call per rebuilt quotient cost short rows (4-output rows of 3-D pools)
+/// about a tenth of their time.
+template <class T>
+inline bool power_of_two(T div) noexcept {
+    static_assert(sizeof(T) == 4 || sizeof(T) == 8, "power_of_two: float or double");
+    using U = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    if (!(div > T(0)) || div > std::numeric_limits<T>::max()) return false;
+    U bits;
+    std::memcpy(&bits, &div, sizeof bits);
+    constexpr int frac_bits = std::numeric_limits<T>::digits - 1;
+    // A normal number with a zero fraction (subnormals have no implicit bit: not exact).
+    return (bits & ((U(1) << frac_bits) - 1)) == 0 && (bits >> frac_bits) != 0;
+}
+
 /// a / d given r = 1 / d rounded to nearest in T: with a fused multiply-add, the reciprocal's
 /// product q then q + (a - q d) r with the residual exact (Markstein's correction), which
 /// costs less than a vector division and is the correctly rounded quotient for every normal
