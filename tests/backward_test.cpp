@@ -397,8 +397,9 @@ void cl_vs_reference(int cases, index_t max_extent, index_t max_last) {
 }
 
 // Windows that do not overlap, channels-last (the gathering kernel's direct path): every input
-// gets exactly its window's gradient divided by the window's divisor, bit for bit, for
-// special values too: signed zeros, infinities, NaN, the largest finite value, subnormals.
+// gets exactly its window's gradient divided by the window's divisor, added to zero (PyTorch
+// adds into a zeroed grad_input: a -0 gradient gives +0), bit for bit, for special values
+// too: signed zeros, infinities, NaN, the largest finite value, subnormals.
 // 2x2 stride 2 with ceil rounding on 7 columns (the last window one column wide), so
 // divisors 4 and 2, which the kernel divides by a multiply; channels past a whole vector.
 template <class T>
@@ -430,7 +431,7 @@ void non_overlapping_exact() {
             for (index_t c = 0; c < C; ++c) {
                 const index_t o = ((y / 2) * Wo + x / 2) * C + c;
                 const T div = T(2 * (x == W - 1 ? 1 : 2));
-                const T want = g[static_cast<std::size_t>(o)] / div;
+                const T want = T(0) + g[static_cast<std::size_t>(o)] / div;
                 const T got = gi[static_cast<std::size_t>((y * W + x) * C + c)];
                 if (std::isnan(want)) {
                     EXPECT_TRUE(std::isnan(got)) << y << " " << x << " " << c;

@@ -1499,8 +1499,11 @@ private:
             // A power-of-two divisor (2x2 stride 2, the common case here) divides by a
             // multiply, the same correctly rounded quotient, and two-wide windows are unrolled:
             // resnet50d's 256x56x56 2x2 transition, AVX2, 1.69M -> 0.65M instructions a call.
+            // (+ 0: the quotient added to a zeroed grad_in, as every other path, so a -0
+            // gradient gives +0.)
             if (power_of_two(fixed_ ? override_ : tab[o])) {
-                auto times = [&](V a) { return a * r; };
+                const V zero = V::splat(T(0));
+                auto times = [&](V a) { return a * r + zero; };
                 if (w[o].count == 2)
                     put(std::integral_constant<index_t, 2>{}, times);
                 else
