@@ -357,8 +357,10 @@ inline void to_float_avx2(const bfloat16* src, float* dst, std::size_t n) noexce
 
 // Eight floats -> eight bfloat16 in the low halves of 32-bit lanes; same rule as the scalar.
 inline __m256i bfloat_bits_avx2(__m256i x) noexcept {
-    const __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(x, _mm256_set1_epi32(0x7fffffff)),
-                                           _mm256_set1_epi32(0x7f800000));
+    // (An unordered float compare: one instruction and no constants, where an integer test
+    // of the magnitude takes two and two constant registers the kernels need.)
+    const __m256 f = _mm256_castsi256_ps(x);
+    const __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(f, f, _CMP_UNORD_Q));
     const __m256i hi = _mm256_srli_epi32(x, 16);
     const __m256i lsb = _mm256_and_si256(hi, _mm256_set1_epi32(1));
     const __m256i rounded = _mm256_srli_epi32(

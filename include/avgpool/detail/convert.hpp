@@ -221,20 +221,15 @@ inline void vstore(const vec<float>& v, float16* p) noexcept { vstore_f16<float>
 /// Two vectors' worth of consecutive values, for kernels whose arithmetic is lane-wise
 /// between values at the same offset (channels-last: SIMD over channels). Which value sits in
 /// which lane is the business of vload_pair and vstore_pair alone, which agree on it: the two
-/// halves in order, except bfloat16 on AVX-512, where one 64-byte load splits into the even
-/// and the odd values with one shift and one AND (no widening shuffles), and a store joins
-/// them again. Buffers written from pairs must be read back as the same pairs.
+/// halves in order, except bfloat16 on AVX2 and AVX-512, where one load of a vector's width
+/// splits into the even and the odd values with one shift and one AND (no widening shuffles),
+/// and a store joins them again with one shift and one OR (no packs). Buffers written from
+/// pairs must be read back as the same pairs.
 template <class T>
 struct vpair {
     vec<T> a, b;
     friend vpair operator+(const vpair& x, const vpair& y) noexcept { return {x.a + y.a, x.b + y.b}; }
 };
-
-#if AVGPOOL_HAS_XSIMD && AVGPOOL_FLOAT16_AVX2 && defined(__AVX512BW__)
-constexpr bool bf16_pairs_interleaved = true;
-#else
-constexpr bool bf16_pairs_interleaved = false;
-#endif
 
 template <class M>
 inline vpair<compute_t<M>> vload_pair(const M* p) noexcept {
@@ -247,6 +242,14 @@ inline vpair<compute_t<M>> vload_pair(const M* p) noexcept {
         const __m512i x = _mm512_loadu_si512(p);
         return {vec<T>{_mm512_castsi512_ps(_mm512_maskz_slli_epi32(all16, x, 16))},
                 vec<T>{_mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))))}};
+    }
+#endif
+#if AVGPOOL_HAS_XSIMD && AVGPOOL_FLOAT16_AVX2
+    if constexpr (std::is_same<M, bfloat16>::value && W == 8) {
+        // As above, on 8 lanes: the two 128-bit widenings and their shuffles are gone.
+        const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+        return {vec<T>{_mm256_castsi256_ps(_mm256_slli_epi32(x, 16))},
+                vec<T>{_mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xffff0000u))))}};
     }
 #endif
     return {vload(p), vload(p + W)};
@@ -274,6 +277,15 @@ inline void vstore_pair(const vpair<compute_t<M>>& v, M* p) noexcept {
         r = _mm512_or_si512(bfloat_lanes_avx512_int(v.a.v), _mm512_maskz_slli_epi32(all16, bfloat_lanes_avx512_int(v.b.v), 16));
 #endif
         _mm512_storeu_si512(p, r);
+        return;
+    }
+#endif
+#if AVGPOOL_HAS_XSIMD && AVGPOOL_FLOAT16_AVX2
+    if constexpr (std::is_same<M, bfloat16>::value && W == 8) {
+        // Each lane's rounded bits, b's moved to the high half: no packs, no lane crossing.
+        const __m256i lo = bfloat_bits_avx2(_mm256_castps_si256(v.a.v));
+        const __m256i hi = _mm256_slli_epi32(bfloat_bits_avx2(_mm256_castps_si256(v.b.v)), 16);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), _mm256_or_si256(lo, hi));
         return;
     }
 #endif
