@@ -200,19 +200,28 @@ public:
         pb_ = g.pads_begin[R - 1];
         k_ = g.kernel[R - 1];
         // 3-wide windows over whole vectors take the register path instead (AVX2, AVX-512):
-        //  - at stride 2 always: the ring sums each window's middle column in a pass of its own
-        //    through L1, and sliding three vectors of channels in registers measured 0-21%
-        //    faster (ShuffleNet's 3x3 s2 pools, 144-1536 channels);
-        //  - at stride 1 up to 256 bytes of channels: 64 floats 18.7 -> 13.6 us on 35x35 and
-        //    54 -> 42 us on 56x56 (AVX-512; 10% less with AVX2). At 512 bytes they tie, and
-        //    past that the ring wins (256 floats: 81 against 93 us).
+        //  - AVX-512, at stride 2 always: the ring sums each window's middle column in a pass
+        //    of its own through L1, and sliding three vectors of channels in registers measured
+        //    0-21% faster (ShuffleNet's 3x3 s2 pools, 144-1536 channels, on a Xeon);
+        //  - AVX-512, at stride 1 up to 256 bytes of channels: 64 floats 18.7 -> 13.6 us on
+        //    35x35 and 54 -> 42 us on 56x56. At 512 bytes they tie, and past that the ring
+        //    wins (256 floats: 81 against 93 us).
+        //  - AVX2 (the same strides and widths) only while the window's rows stay in L1, or
+        //    under 256 bytes of channels: its passes read 96 bytes of each column, so most
+        //    lines are read by two passes, and once the K rows outgrow L1 the second read
+        //    comes from L2 again. Measured on an AMD Zen 3 (32 KiB L1, 512 KiB L2), registers
+        //    against the ring (medians; this machine is noisy): 3x3 s2 on 768x14x14 38 -> 26
+        //    us, 64x600x600 15.6 -> 9.3 ms, 1536x7x7 15.2 -> 13.2 us, 3x3 s1 on 64x56x56
+        //    130 -> 101 us; rows within L1 stayed faster in registers (64x28x28 s1, 64x17x17).
         // Not with SSE2's 16-byte vectors: up to 28% slower, the rows streamed once per 12
         // channels. Not for 16-bit storage: the ring converts two vectors per 64-byte load
         // (vpair), and bfloat16 took 36-57% longer this way. Other kernel widths measured
         // faster through the ring (2x2 s2, 4x4 s2, 5x5).
-        const index_t s_last = g.strides[R - 1];
+        const index_t s_last = g.strides[R - 1], c_bytes = C_ * index_t(sizeof(T));
+        const bool wide512 = sizeof(T) * V::width >= 64;
+        const bool rows_in_l1 = c_bytes < 256 || W_ <= 32768 / 3 / c_bytes;  // three rows (k_ == 3)
         const bool registers_win = wide_groups && k_ == 3 && C_ % L == 0 &&
-                                   (s_last == 2 || (s_last == 1 && C_ * index_t(sizeof(T)) <= 256));
+                                   (s_last == 2 || (s_last == 1 && c_bytes <= 256)) && (wide512 || rows_in_l1);
         if (C_ >= cl_ring_min_vectors * L && k_ <= 5 && !registers_win) {
             // Ring blocks: K slots of at most cl_ring_bytes in all, whole vectors.
             // (Whole pairs of vectors per slot: the ring works on vpairs.)
