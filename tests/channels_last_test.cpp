@@ -409,7 +409,8 @@ TEST(ChannelsLast, ThreeWideChannelGroups) {
             for (index_t extra : {0, 3})
                 for (index_t pad : {0, 1}) {
                     for (auto div : {exclude, include}) check(s, vectors, extra, pad, 12, div);
-                    if (vectors >= 3) check(s, vectors, extra, pad, 44, exclude);
+                    // (Either side of the threshold, and the widest: the sanitizer build's time.)
+                    if (vectors == 3 || vectors == 4 || vectors == 9) check(s, vectors, extra, pad, 44, exclude);
                 }
 }
 
