@@ -7,8 +7,9 @@
 
 namespace avgpool_test {
 
-/// Uniform values in [lo, hi] (hi only by rounding) from a 32- or 64-bit engine (std::mt19937, std::mt19937_64), as
-/// std::uniform_real_distribution is used here: `uniform<double> dist(-1, 1); x = dist(gen);`.
+/// Uniform values in [lo, hi] (hi only by rounding) from a 32- or 64-bit engine (std::mt19937,
+/// std::mt19937_64), as std::uniform_real_distribution is used here:
+/// `uniform<double> dist(-1, 1); x = dist(gen);`.
 /// Not the standard distribution: libstdc++'s computes a logarithm for every value, which
 /// unoptimized sanitizer builds do not fold away (a sixth of some tests' time there).
 template <class T>

@@ -214,14 +214,15 @@ public:
         //    us, 64x600x600 15.6 -> 9.3 ms, 1536x7x7 15.2 -> 13.2 us, 3x3 s1 on 64x56x56
         //    130 -> 101 us; rows within L1 stayed faster in registers (64x28x28 s1, 64x17x17).
         // Not with SSE2's 16-byte vectors: up to 28% slower, the rows streamed once per 12
-        // channels. Not for 16-bit storage: the ring converts two vectors per 64-byte load
-        // (vpair), and bfloat16 took 36-57% longer this way. Other kernel widths measured
-        // faster through the ring (2x2 s2, 4x4 s2, 5x5).
+        // channels. Not for 16-bit storage: the ring converts two vectors per load (vpair),
+        // and bfloat16 took 36-57% longer this way. Other kernel widths measured faster
+        // through the ring (2x2 s2, 4x4 s2, 5x5).
         const index_t s_last = g.strides[R - 1], c_bytes = C_ * index_t(sizeof(T));
         const bool wide512 = sizeof(T) * V::width >= 64;
         const bool rows_in_l1 = c_bytes < 256 || W_ <= 32768 / 3 / c_bytes;  // three rows (k_ == 3)
         const bool registers_win = wide_groups && k_ == 3 && C_ % L == 0 &&
-                                   (s_last == 2 || (s_last == 1 && c_bytes <= 256)) && (wide512 || rows_in_l1);
+                                   (s_last == 2 || (s_last == 1 && c_bytes <= 256)) &&
+                                   (wide512 || rows_in_l1);
         if (C_ >= cl_ring_min_vectors * L && k_ <= 5 && !registers_win) {
             // Ring blocks: K slots of at most cl_ring_bytes in all, whole vectors.
             // (Whole pairs of vectors per slot: the ring works on vpairs.)
