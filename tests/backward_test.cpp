@@ -617,6 +617,58 @@ TEST(Backward, GlobalMatchesReference) {
     global_vs_reference<double, 3>(50);
 }
 
+// Channels-last global pools (backward_cl_global): one share per input, so bit-identical to
+// the reference: channel counts around a vector's width, rows wider than its pattern (4096
+// floats), every divisor type, pads, the override, -0 gradients (+0 out), and split over
+// threads in uneven chunks.
+template <class T, std::size_t R>
+void global_cl_vs_reference(int cases) {
+    std::mt19937_64 gen(515 + R);
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    avgpool::thread_pool pool(2);
+    for (int c = 0; c < cases; ++c) {
+        avgpool::dims<R + 2> s{};
+        s[0] = pick(1, 3);
+        s[1] = c % 4 == 0 ? pick(300, 700) : pick(1, 20);
+        avgpool::pool_attrs<R> a;
+        for (std::size_t ax = 0; ax < R; ++ax) {
+            s[ax + 2] = ax + 1 == R && c % 4 == 0 ? pick(10, 20) : pick(1, 6);
+            a.pads_begin[ax] = pick(0, 1);
+            a.pads_end[ax] = pick(0, 1);
+            a.kernel[ax] = s[ax + 2] + a.pads_begin[ax] + a.pads_end[ax];
+        }
+        a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
+        a.divisor_override = pick(0, 3) == 0 ? pick(1, 9) : 0;
+        auto plan = avgpool::pooling<R>::create(s, a, avgpool::layout::channels_last);
+        ASSERT_TRUE(plan.ok());
+        SCOPED_TRACE(describe<R>(s, a, "case " + std::to_string(c)));
+        const auto& d = avgpool::detail::plan_access::data(*plan);
+        ASSERT_TRUE((avgpool::detail::backward_global_applicable<avgpool::detail::compute_t<T>, R>(d)));
+        const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
+        std::vector<T> g(static_cast<std::size_t>(plan->output_size())), ref(n_in), seq(n_in, T(7)), pooled(n_in, T(7));
+        avgpool_test::uniform<double> dist(-1, 1);
+        for (std::size_t i = 0; i < g.size(); ++i) g[i] = static_cast<T>(i % 5 == 0 ? -0.0f : static_cast<float>(dist(gen)));
+        avgpool::detail::reference_backward<T, R>(d, g.data(), ref.data(), 0, s[0] * s[1]);
+        ASSERT_TRUE(plan->backward(g.data(), seq.data()).ok());
+        ASSERT_TRUE(plan->backward(g.data(), pooled.data(), pool).ok());
+        for (std::size_t i = 0; i < n_in; ++i) {  // 16-bit: the float quotient, rounded once
+            const double want = avgpool::detail::to_double(ref[i]), got = avgpool::detail::to_double(seq[i]);
+            ASSERT_EQ(std::signbit(want), std::signbit(got)) << "input " << i;
+            ASSERT_EQ(want, got) << "input " << i;
+        }
+        ASSERT_EQ(0, std::memcmp(seq.data(), pooled.data(), n_in * sizeof(T))) << "thread_pool(2)";
+    }
+}
+
+TEST(Backward, GlobalChannelsLastExact) {
+    global_cl_vs_reference<float, 1>(40);
+    global_cl_vs_reference<double, 2>(40);
+    global_cl_vs_reference<float, 3>(40);
+    global_cl_vs_reference<float, 4>(12);
+    global_cl_vs_reference<avgpool::bfloat16, 2>(20);
+    global_cl_vs_reference<avgpool::float16, 1>(20);
+}
+
 // Windows covering every axis but the first whole (i3d's 2x7x7 on 8x7x7): the path that fills
 // each first-axis slice with one value. Any first-axis window, pads, every divisor type.
 template <class T, std::size_t R>

@@ -639,6 +639,11 @@ status pooling<R>::run_backward(const T* grad_out, T* grad_in, const detail::exe
     if constexpr (std::is_floating_point<T>::value || detail::is_half<T>::value) {
         // Channels-last: items are input rows, so that N = 1 still splits across threads.
         using U = detail::compute_t<T>;
+        if (detail::backward_global_applicable<U, R>(d_)) {
+            const detail::backward_cl_global<U, R, T> kernel(d_);
+            exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
+            return status{};
+        }
         if (detail::backward_flip_applicable<U, R>(d_)) {
             const detail::backward_cl_flip<U, R, T> kernel(d_);
             if (kernel.usable()) {

@@ -787,6 +787,87 @@ bool backward_cl_applicable(const plan_data<R>& p) noexcept {
     return p.max_divisor <= exact_integer_limit<T>() && backward_rows_fit<R>(p);
 }
 
+/// Whether backward_cl_global runs the plan (T: the compute type): a channels-last global pool
+/// (any rank) whose one divisor is exact in T.
+template <class T, std::size_t R>
+bool backward_global_applicable(const plan_data<R>& p) noexcept {
+    return std::is_floating_point<T>::value && p.global && p.memory_layout == layout::channels_last &&
+           p.max_divisor >= 1.0 && p.max_divisor <= exact_integer_limit<T>();
+}
+
+/// The channels-last backward of a global pool: every input of image n receives n's
+/// gradients divided by the one divisor, so each image is one row of C quotients repeated.
+/// The row is made once per image (correctly rounded quotients, + 0 as the reference's sum
+/// gives a -0 gradient), laid out over up to pattern_bytes of columns, and copied; the
+/// gathering kernel made each input row again from its covering rows (1024 channels of 7x7:
+/// most of its time in per-row set-up). Work items: input rows, as backward_cl's.
+/// M: the storage type (T, or 16-bit storage for T = float, each quotient rounded once).
+template <class T, std::size_t R, class M = T>
+class backward_cl_global {
+    using V = vec<T>;
+    static constexpr index_t L = static_cast<index_t>(V::width);
+    static constexpr index_t pattern_bytes = 16384;
+
+public:
+    /// Requires backward_global_applicable<T, R>(p).
+    explicit backward_cl_global(const plan_data<R>& p) {
+        const pool_geometry<R>& g = p.geometry;
+        C_ = p.input_shape[1];
+        W_ = g.input[R - 1];
+        for (std::size_t a = 0; a + 1 < R; ++a) rows_ *= g.input[a];
+        items_ = p.input_shape[0] * rows_;
+        div_ = static_cast<T>(p.max_divisor);  // the one window's (or the override)
+        cols_ = std::min(W_, std::max<index_t>(1, pattern_bytes / static_cast<index_t>(sizeof(M)) / C_));
+    }
+
+    /// Input rows of every image: the work items of run().
+    index_t items() const noexcept { return items_; }
+
+    /// Input rows item_begin .. item_end - 1 of grad_in from grad_out.
+    void run(const M* grad_out, M* grad_in, index_t item_begin, index_t item_end) const {
+        std::unique_ptr<M[]> pattern(new M[static_cast<std::size_t>(cols_ * C_)]);
+        index_t made = -1;  // the image whose quotients the pattern holds
+        for (index_t item = item_begin; item < item_end; ++item) {
+            const index_t n = item / rows_;
+            if (n != made) {
+                fill(grad_out + n * C_, pattern.get());
+                made = n;
+            }
+            M* dst = grad_in + item * W_ * C_;
+            index_t x = 0;
+            for (; x + cols_ <= W_; x += cols_) copy(pattern.get(), dst + x * C_, cols_ * C_);
+            if (x < W_) copy(pattern.get(), dst + x * C_, (W_ - x) * C_);
+        }
+    }
+
+private:
+    // dst[0 .. n) = pattern[0 .. n): vector copies where M is T (libc's memcpy took 1.7x as
+    // long on 4 KB rows here, 32 channels of 32x32), else memcpy.
+    static void copy(const M* pattern, M* dst, index_t n) noexcept {
+        if constexpr (std::is_same<M, T>::value) {
+            if (n >= L) {
+                index_t i = 0;
+                for (; i + L <= n; i += L) V::load(pattern + i).store(dst + i);
+                if (i < n) V::load(pattern + n - L).store(dst + n - L);
+                return;
+            }
+        }
+        std::memcpy(dst, pattern, static_cast<std::size_t>(n) * sizeof(M));
+    }
+
+    void fill(const M* g, M* pattern) const {
+        const V d = V::splat(div_), zero = V::splat(T(0));
+        index_t c = 0;
+        for (; c + L <= C_; c += L) vstore(vload(g + c) / d + zero, pattern + c);
+        for (; c < C_; ++c) sstore(sload(g[c]) / div_ + T(0), pattern + c);
+        for (index_t x = 1; x < cols_; ++x)
+            std::memcpy(pattern + x * C_, pattern, static_cast<std::size_t>(C_) * sizeof(M));
+    }
+
+    index_t C_ = 0, W_ = 0, rows_ = 1, items_ = 0, cols_ = 1;
+    T div_ = T(1);
+};
+
 /// Whether the channels-last backward can be the forward sum over flipped windows: dilation 1,
 /// strides of 1 or below the kernel (overlapping windows: where they do not overlap, as 2x2
 /// stride 2, each input has one share and the gathering kernel's direct path measured
