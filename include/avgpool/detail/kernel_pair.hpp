@@ -66,16 +66,20 @@ public:
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
     /// A row pair's vector reads reach up to 2 vectors past its end while they stay inside the input.
     void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
-        const M* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * H_ * W_;
-        const V sc = V::splat(scale_);
-        M* const out_end = out + item_end * Ho_ * Wo_;
+        // Everything in locals: the vector stores may alias members, which would reload them
+        // for every row (14x14 planes: 72 instructions a row, 40 of them bookkeeping).
+        const index_t H = H_, W = W_, Ho = Ho_, Wo = Wo_;
+        const T scale = scale_;
+        const M* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * H * W;
+        const V sc = V::splat(scale);
+        M* const out_end = out + item_end * Ho * Wo;
         for (index_t item = item_begin; item < item_end; ++item) {
-            for (index_t r = 0; r < Ho_; ++r) {
-                const M* top = in + item * H_ * W_ + 2 * r * W_;
-                const M* bot = top + W_;
-                M* dst = out + (item * Ho_ + r) * Wo_;
+            const M* top = in + item * H * W;
+            M* dst = out + item * Ho * Wo;
+            for (index_t r = 0; r < Ho; ++r, top += 2 * W, dst += Wo) {
+                const M* const bot = top + W;
                 index_t u = 0;
-                for (; u < Wo_; u += L) {
+                for (; u < Wo; u += L) {
                     const index_t x = 2 * u;
                     if (in_end - (bot + x) < 2 * L) break;  // over-reads must stay in the input
                     V e, o;
@@ -84,14 +88,16 @@ public:
                     if (dst + u + L <= out_end) {
                         vstore(v, dst + u);  // a spill past the row is overwritten by later rows
                     } else {  // never past this call's outputs: another thread may own them
+                        // (element copies, not memcpy: a call in the loop spilled sc and the
+                        // counters to the stack for every row)
                         M tmp[L];
                         vstore(v, tmp);
-                        std::memcpy(dst + u, tmp, static_cast<std::size_t>(Wo_ - u) * sizeof(M));
+                        for (index_t i = 0; i < Wo - u; ++i) dst[u + i] = tmp[i];
                     }
                 }
-                for (; u < Wo_; ++u) {
+                for (; u < Wo; ++u) {
                     const T a = sload(top[2 * u]) + sload(bot[2 * u]), b = sload(top[2 * u + 1]) + sload(bot[2 * u + 1]);
-                    sstore((a + b) * scale_, dst + u);
+                    sstore((a + b) * scale, dst + u);
                 }
             }
         }
@@ -100,14 +106,16 @@ public:
     /// grad_in of planes item_begin .. item_end - 1: grad_out / divisor on the four inputs of
     /// each window; rows and columns no window reaches (odd extents) get 0.
     void run_backward(const T* grad_out, T* grad_in, index_t item_begin, index_t item_end) const {
-        const V sc = V::splat(bscale_);
-        const T* const g_end = grad_out + p_.input_shape[0] * p_.input_shape[1] * Ho_ * Wo_;
+        const index_t H = H_, W = W_, Ho = Ho_, Wo = Wo_;  // locals, as in run()
+        const T bscale = bscale_;
+        const V sc = V::splat(bscale);
+        const T* const g_end = grad_out + p_.input_shape[0] * p_.input_shape[1] * Ho * Wo;
         for (index_t item = item_begin; item < item_end; ++item) {
-            T* plane = grad_in + item * H_ * W_;
-            for (index_t r = 0; r < Ho_; ++r) {
-                const T* g = grad_out + (item * Ho_ + r) * Wo_;
-                T* top = plane + 2 * r * W_;
-                T* bot = top + W_;
+            T* plane = grad_in + item * H * W;
+            for (index_t r = 0; r < Ho; ++r) {
+                const T* g = grad_out + (item * Ho + r) * Wo;
+                T* top = plane + 2 * r * W;
+                T* bot = top + W;
                 // L shares (from output column u) onto 2L columns of both rows.
                 auto put = [&](index_t u) {
                     const V v = V::load(g + u) * sc;
@@ -119,21 +127,21 @@ public:
                     hi.store(bot + 2 * u + L);
                 };
                 index_t u = 0;
-                for (; u + L <= Wo_; u += L) put(u);
+                for (; u + L <= Wo; u += L) put(u);
                 // Narrow rows (Wo < L): one vector, while its reads stay in grad_out and its
                 // writes in the plane; the lanes past 2 Wo land in columns and rows written
                 // after it (top's in bot, bot's in the next rows).
-                if (Wo_ < L && g + L <= g_end && bot + 2 * L <= plane + H_ * W_) {
+                if (Wo < L && g + L <= g_end && bot + 2 * L <= plane + H * W) {
                     put(0);
-                    u = Wo_;
+                    u = Wo;
                 }
-                for (; u < Wo_; ++u) {
-                    const T v = g[u] * bscale_;
+                for (; u < Wo; ++u) {
+                    const T v = g[u] * bscale;
                     top[2 * u] = top[2 * u + 1] = bot[2 * u] = bot[2 * u + 1] = v;
                 }
-                for (index_t x = 2 * Wo_; x < W_; ++x) top[x] = bot[x] = T(0);
+                for (index_t x = 2 * Wo; x < W; ++x) top[x] = bot[x] = T(0);
             }
-            std::fill(plane + 2 * Ho_ * W_, plane + H_ * W_, T(0));
+            std::fill(plane + 2 * Ho * W, plane + H * W, T(0));
         }
     }
 
