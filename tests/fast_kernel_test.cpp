@@ -611,6 +611,11 @@ void tile_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std
         check(whole, ref, ref_abs, what);
         if (::testing::Test::HasFatalFailure()) return;
         ASSERT_EQ(0, std::memcmp(whole.data(), split.data(), on * sizeof(T))) << what << ": split at " << cut;
+        // The last plane alone: a tile a vector wide (each_tile narrows tiles of few planes).
+        std::fill(split.begin(), split.end(), T(1e30));
+        k.run(in.data(), split.data(), items - 1, items);
+        k.run(in.data(), split.data(), 0, items - 1);
+        ASSERT_EQ(0, std::memcmp(whole.data(), split.data(), on * sizeof(T))) << what << ": last plane alone";
     }
     std::vector<T> g(on), absg(on);
     fill(g, absg);
@@ -624,6 +629,10 @@ void tile_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std
     check(whole, ref, ref_abs, "backward input");
     if (::testing::Test::HasFatalFailure()) return;
     ASSERT_EQ(0, std::memcmp(whole.data(), split.data(), xn * sizeof(T))) << "backward: split at " << cut;
+    std::fill(split.begin(), split.end(), T(1e30));
+    k.run_backward(g.data(), split.data(), items - 1, items);
+    k.run_backward(g.data(), split.data(), 0, items - 1);
+    ASSERT_EQ(0, std::memcmp(whole.data(), split.data(), xn * sizeof(T))) << "backward: last plane alone";
 }
 
 // Small planes, 16 to 70 of them (whole and partial tiles), ranks 1-3, random attributes

@@ -139,9 +139,9 @@ public:
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
     void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
-        each_tile(in, xs_, out, os_, item_begin, item_end, [this](T* a, T* b) {
+        each_tile(in, xs_, out, os_, item_begin, item_end, [this](T* a, T* b, index_t P) {
             for (std::size_t ax = 0; ax < R; ++ax) {
-                reduce(ax, a, b);
+                reduce(ax, a, b, P);
                 std::swap(a, b);
             }
             return a;
@@ -153,11 +153,11 @@ public:
         // The forward reciprocals: an empty window's (inf or 1) never reaches grad_in, as no
         // input lists it.
         const T* scale = p_.template plane_reciprocals<T>();
-        each_tile(grad_out, os_, grad_in, xs_, item_begin, item_end, [this, scale](T* a, T* b) {
+        each_tile(grad_out, os_, grad_in, xs_, item_begin, item_end, [this, scale](T* a, T* b, index_t P) {
             for (index_t o = 0; o < os_; ++o)
-                for (index_t u = 0; u < P_; u += L) (V::load(a + o * P_ + u) * V::splat(scale[o])).store(a + o * P_ + u);
+                for (index_t u = 0; u < P; u += L) (V::load(a + o * P + u) * V::splat(scale[o])).store(a + o * P + u);
             for (std::size_t ax = R; ax-- > 0;) {
-                expand(ax, a, b);
+                expand(ax, a, b, P);
                 std::swap(a, b);
             }
             return a;
@@ -165,15 +165,18 @@ public:
     }
 
 private:
-    // Planes [begin, end) of src (sn elements each) into tiles; passes(a, b) turns tile a into
-    // the result, with b as scratch, and returns where it is; dst planes (dn elements) from it.
+    // Planes [begin, end) of src (sn elements each) into tiles; passes(a, b, P) turns tile a
+    // (P lanes) into the result, with b as scratch, and returns where it is; dst planes (dn
+    // elements) from it. A last tile of at most a vector of planes is a vector wide, not P_:
+    // half the work where P_ is two vectors (17 channels of 30x30 backward: the second tile held
+    // one plane). Every lane does the same operations whatever the tile's width.
     template <class Src, class Dst, class Passes>
     void each_tile(const Src* src, index_t sn, Dst* dst, index_t dn, index_t begin, index_t end, Passes&& passes) const {
         std::vector<T> buf(static_cast<std::size_t>(2 * stage_ * P_));
         for (index_t p0 = begin; p0 < end; p0 += P_) {
-            const index_t m = std::min(P_, end - p0);
-            to_tile(src + p0 * sn, sn, m, buf.data());
-            from_tile(passes(buf.data(), buf.data() + stage_ * P_), dn, m, dst + p0 * dn);
+            const index_t m = std::min(P_, end - p0), P = m <= L ? L : P_;
+            to_tile(src + p0 * sn, sn, m, buf.data(), P);
+            from_tile(passes(buf.data(), buf.data() + stage_ * P, P), dn, m, dst + p0 * dn, P);
         }
     }
 
@@ -186,32 +189,32 @@ private:
 
     // m planes of n elements at src (plane stride n) -> tile[i * P + lane]; lanes past m zero.
     template <class Src>
-    void to_tile(const Src* src, index_t n, index_t m, T* tile) const noexcept {
-        if (m < P_) {  // a partial tile (the end of a chunk): its planes' lanes one by one
-            std::fill(tile, tile + n * P_, T(0));
+    void to_tile(const Src* src, index_t n, index_t m, T* tile, index_t P) const noexcept {
+        if (m < P) {  // a partial tile (the end of a chunk): its planes' lanes one by one
+            std::fill(tile, tile + n * P, T(0));
             for (index_t l = 0; l < m; ++l)
-                for (index_t i = 0; i < n; ++i) tile[i * P_ + l] = sload(src[l * n + i]);
+                for (index_t i = 0; i < n; ++i) tile[i * P + l] = sload(src[l * n + i]);
             return;
         }
         index_t i = 0;
         for (; i + L <= n; i += L)
-            for (index_t u = 0; u < P_; u += L) transpose_block<T>(src + u * n + i, n, tile + i * P_ + u, P_);
+            for (index_t u = 0; u < P; u += L) transpose_block<T>(src + u * n + i, n, tile + i * P + u, P);
         for (; i < n; ++i)
-            for (index_t l = 0; l < P_; ++l) tile[i * P_ + l] = sload(src[l * n + i]);
+            for (index_t l = 0; l < P; ++l) tile[i * P + l] = sload(src[l * n + i]);
     }
     template <class Dst>
-    void from_tile(const T* tile, index_t n, index_t m, Dst* dst) const noexcept {
+    void from_tile(const T* tile, index_t n, index_t m, Dst* dst, index_t P) const noexcept {
         index_t i = 0;
-        if (m == P_)
+        if (m == P)
             for (; i + L <= n; i += L)
-                for (index_t u = 0; u < P_; u += L) transpose_block<T>(tile + i * P_ + u, P_, dst + u * n + i, n);
+                for (index_t u = 0; u < P; u += L) transpose_block<T>(tile + i * P + u, P, dst + u * n + i, n);
         for (; i < n; ++i)
-            for (index_t l = 0; l < m; ++l) sstore(tile[i * P_ + l], dst + l * n + i);
+            for (index_t l = 0; l < m; ++l) sstore(tile[i * P + l], dst + l * n + i);
     }
 
     // Axis ax from its input extent to its output extent; axes before it are already reduced.
     // The last axis also divides (times the reciprocal of each output's divisor).
-    void reduce(std::size_t ax, const T* src, T* dst) const {
+    void reduce(std::size_t ax, const T* src, T* dst, index_t P) const {
         const pool_geometry<R>& g = p_.geometry;
         index_t outer = 1, inner = 1;
         around(ax, outer, inner);
@@ -219,7 +222,7 @@ private:
         const window* w = p_.axis(ax);
         const bool divide = average_ && ax + 1 == R;
         const T* rdiv = p_.template plane_reciprocals<T>();
-        const index_t row = inner * P_;  // elements per position of axis ax
+        const index_t row = inner * P;  // elements per position of axis ax
         for (index_t u = 0; u < outer; ++u) {
             const T* s = src + u * X * row;
             for (index_t o = 0; o < O; ++o) {
@@ -265,14 +268,14 @@ private:
 
     // The transpose of reduce: axis ax from its output extent back to its input extent; axes
     // before it are still output, axes after it already input.
-    void expand(std::size_t ax, const T* src, T* dst) const {
+    void expand(std::size_t ax, const T* src, T* dst, index_t P) const {
         const pool_geometry<R>& g = p_.geometry;
         index_t outer = 1, inner = 1;
         around(ax, outer, inner);
         const index_t X = g.input[ax], O = g.output[ax];
         const index_t* at = p_.tile_cover_at.data() + p_.tile_cover_axis[ax];
         const index_t* list = p_.tile_cover.data();
-        const index_t row = inner * P_;
+        const index_t row = inner * P;
         for (index_t u = 0; u < outer; ++u) {
             const T* s = src + u * O * row;
             for (index_t x = 0; x < X; ++x) {
