@@ -841,8 +841,8 @@ public:
     }
 
 private:
-    // dst[0 .. n) = pattern[0 .. n): vector copies where M is T (libc's memcpy took 1.7x as
-    // long on 4 KB rows here, 32 channels of 32x32), else memcpy.
+    // dst[0 .. n) = pattern[0 .. n): vector copies where M is T (with libc's memcpy, 4 KB rows
+    // of 32 channels of 32x32 took 5.3 us a call against 3.9-5.0 here), else memcpy.
     static void copy(const M* pattern, M* dst, index_t n) noexcept {
         if constexpr (std::is_same<M, T>::value) {
             if (n >= L) {
