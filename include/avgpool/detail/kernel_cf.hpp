@@ -574,9 +574,7 @@ private:
     }
     static void finish_tail(M* out, index_t u, index_t wt, V acc, bool average, const row_divisor& div) noexcept {
         if (average) acc = acc / div.at(u);
-        M tmp[V::width];
-        vstore(acc, tmp);
-        std::memcpy(out + u, tmp, static_cast<std::size_t>(wt - u) * sizeof(M));
+        vstore_n(acc, out + u, wt - u);
     }
 
     // Dilation 1, K taps, stride S in {1, 2}: tap j of output u is at ph[j % S][u + j / S].

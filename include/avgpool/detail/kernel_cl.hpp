@@ -900,11 +900,7 @@ private:
         if (room >= L) {
             vstore(v, o);
         } else {
-            M tmp[V::width];
-            vstore(v, tmp);
-            // Element copies, not memcpy: a call inside the column loops makes their vectors
-            // spill around it (the pair kernel's row loop: 0.52x the cycles without it).
-            for (index_t i = 0; i < room; ++i) o[i] = tmp[i];
+            vstore_n(v, o, room);
         }
     }
 

@@ -88,11 +88,7 @@ public:
                     if (dst + u + L <= out_end) {
                         vstore(v, dst + u);  // a spill past the row is overwritten by later rows
                     } else {  // never past this call's outputs: another thread may own them
-                        // (element copies, not memcpy: a call in the loop spilled sc and the
-                        // counters to the stack for every row)
-                        M tmp[L];
-                        vstore(v, tmp);
-                        for (index_t i = 0; i < Wo - u; ++i) dst[u + i] = tmp[i];
+                        vstore_n(v, dst + u, Wo - u);
                     }
                 }
                 for (; u < Wo; ++u) {

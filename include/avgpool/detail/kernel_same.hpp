@@ -606,9 +606,7 @@ private:
             if (i + L <= n_) {
                 vstore(at(i), out + i);  // spills into rows written later by this same call
             } else {  // the plane's last partial vector: never write past the plane
-                E tmp[L];
-                vstore(at(i), tmp);
-                std::memcpy(out + i, tmp, static_cast<std::size_t>(i1 - i) * sizeof(E));
+                vstore_n(at(i), out + i, i1 - i);
             }
         }
     }
