@@ -457,7 +457,9 @@ TEST(SameKernel, FlatPlanesThreeByThree) {
 
 // The column-strip path (3x3 pad 1, planes at least a vector wide) takes small planes in
 // blocks: counts that leave a partial block, against the reference, and the same bits in one
-// call, in calls that start inside a block, and split across two threads.
+// call and in calls that start inside a block; and the plan split across two threads gives its
+// own one-thread bits (the plan may choose another kernel: with AVX-512 the permute kernel
+// takes 8x9 planes, whose sums differ in the last bit from this kernel's).
 template <class T>
 void strip_blocks_suite() {
     std::mt19937_64 gen(4471);
@@ -477,15 +479,16 @@ void strip_blocks_suite() {
             avgpool_test::uniform<double> dist(-4.0, 4.0);
             for (auto& v : in) v = static_cast<T>(dist(gen));
             const std::size_t no = static_cast<std::size_t>(plan->output_size());
-            std::vector<T> whole(no), parts(no), threaded(no);
+            std::vector<T> whole(no), parts(no), planned(no), threaded(no);
             const index_t items = shape[0] * shape[1];
             avgpool::detail::same_kernel<T, 2> k(d, avgpool::detail::pool_op::average);
             k.run(in.data(), whole.data(), 0, items);
             for (index_t b = 0; b < items; b += 3) k.run(in.data(), parts.data(), b, std::min(items, b + 3));
             const avgpool::thread_pool pool(2);
+            ASSERT_TRUE(plan->forward(in.data(), planned.data()));
             ASSERT_TRUE(plan->forward(in.data(), threaded.data(), pool));
             EXPECT_EQ(std::memcmp(whole.data(), parts.data(), no * sizeof(T)), 0);
-            EXPECT_EQ(std::memcmp(whole.data(), threaded.data(), no * sizeof(T)), 0);
+            EXPECT_EQ(std::memcmp(planned.data(), threaded.data(), no * sizeof(T)), 0);
         }
     }
 }
