@@ -519,6 +519,28 @@ void cl_flipped(int cases) {
     EXPECT_LT(uncovered, cases / 4);
 }
 
+// Which channels-last backward runs: the flipped sum wherever it applies with vectors narrower
+// than 64 bytes; with 64-byte vectors (AVX-512) only where an input column gathers more than
+// three output columns (7x7 stride 1), the gathering kernel's sliding path below that (3x3 at
+// strides 1 and 2).
+TEST(Backward, ChannelsLastFlipPreference) {
+    auto plan = [](const avgpool::dims<4>& s, index_t k, index_t stride, index_t pad) {
+        avgpool::pool_attrs<2> a;
+        a.kernel = {k, k};
+        a.strides = {stride, stride};
+        a.pads_begin = a.pads_end = {pad, pad};
+        return avgpool::pooling<2>::create(s, a, avgpool::layout::channels_last);
+    };
+    auto s2 = plan({1, 144, 28, 28}, 3, 2, 1), s1 = plan({1, 192, 35, 35}, 3, 1, 1), k7 = plan({1, 1024, 8, 8}, 7, 1, 3);
+    ASSERT_TRUE(s2.ok() && s1.ok() && k7.ok());
+    const bool wide = avgpool::detail::vec<float>::width * sizeof(float) >= 64;
+    for (const auto* p : {&*s2, &*s1, &*k7}) {
+        const auto& d = avgpool::detail::plan_access::data(*p);
+        ASSERT_TRUE((avgpool::detail::backward_flip_applicable<float, 2>(d)));
+        EXPECT_EQ((avgpool::detail::backward_flip_preferred<float, 2>(d)), !wide || p == &*k7);
+    }
+}
+
 TEST(Backward, ChannelsLastFlipped) {
     // The ring of divided gradients stays within flip_ring_bytes (16 MiB): a 1-D image is one
     // slab, so rows of 64 floats x 70000 outputs (17.9 MB) keep the gathering kernel.

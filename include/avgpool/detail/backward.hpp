@@ -919,6 +919,19 @@ bool backward_flip_applicable(const plan_data<R>& p) noexcept {
     return cl_applicable<T, R>(*p.flipped);
 }
 
+/// Whether run_backward takes backward_cl_flip for this plan (it must be applicable): with
+/// 8-wide float vectors (AVX2, measured on an AMD EPYC) wherever it applies; with 16-wide
+/// ones (AVX-512, measured on an Intel Xeon) only where an input column gathers more than
+/// three output columns, since the gathering kernel's sliding path, which takes up to three,
+/// was the faster one there at every stride (3x3 stride 1: 192x35x35 52 against 76 us, 2048x8x8
+/// 30 against 40; stride 2: 144x28x28 10.6 against 14.5; 3x3x3 stride 2 on 64x16^3 30 against
+/// 41) and the flipped sum only past it (7x7 stride 1 on 1024x8x8: 29 against 40 us).
+template <class T, std::size_t R>
+bool backward_flip_preferred(const plan_data<R>& p) noexcept {
+    if (vec<T>::width * sizeof(T) < 64 || !backward_cl_applicable<T, R>(p)) return true;
+    return max_cover<R>(p, R - 1) > 3;
+}
+
 /// The channels-last backward as a forward sum (flip_geometry): the outputs whose windows tap
 /// an input are the ones the flipped window at that input covers (at stride 1 a pooling
 /// window itself, at larger strides a window of the cover tables), so grad_in is the forward
