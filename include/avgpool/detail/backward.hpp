@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -1350,7 +1349,7 @@ private:
             // 4x4 stride 3 0.77x), and never one vector alone after others (5 = 3 + 2; 24
             // channels: 0.70x the instructions of 2 + 1).
             const index_t left = nv - v0, u = left <= 4 ? left : left == 5 ? 3 : 4;
-            if (walk_ != nullptr) {
+            if (walk_) {
                 switch (u) {
                     case 1: slide_block<1, true>(v0, dst, column); break;
                     case 2: slide_block<2, true>(v0, dst, column); break;
@@ -1395,7 +1394,11 @@ private:
                 unrolled<U>([&](auto u) { vstore(q0[u] + q1[u] + q2[u], out + at[u]); });
             }
         };
-        const std::int32_t *const emit = walk_, *const taps = emit + Wo;
+        const index_t *emit = nullptr, *taps = nullptr;
+        if constexpr (Walk) {
+            emit = walk_heap_ ? walk_heap_.get() : walk_small_;
+            taps = emit + Wo;
+        }
         for (index_t o = 0, x = 0; o < Wo; ++o) {
             auto make = column(o);
             unrolled<U>([&](auto u) {
@@ -1428,25 +1431,25 @@ private:
     // loop instead: there the walk would be made for one use (64x32 at stride 2: 0.26 -> 0.30 us).
     void build_walk() {
         if (items() <= 1) return;
-        std::int32_t* emit = walk_small_;  // short rows: no allocation (1-D calls of 0.3 us)
+        index_t* emit = walk_small_;  // short rows: no allocation (1-D calls of 0.3 us)
         if (Wo_ + W_ > walk_small) {
-            walk_heap_.reset(new std::int32_t[static_cast<std::size_t>(Wo_ + W_)]);
+            walk_heap_.reset(new index_t[static_cast<std::size_t>(Wo_ + W_)]);
             emit = walk_heap_.get();
         }
-        walk_ = emit;
-        std::int32_t* const taps = emit + Wo_;
+        walk_ = true;
+        index_t* const taps = emit + Wo_;
         index_t x = 0;
         for (index_t o = 0; o < Wo_; ++o) {
             const index_t from = x;
             for (; x < W_; ++x) {
                 const index_t first = col_at_[x], n = col_at_[x + 1] - first;
                 if (n > 0 && col_[first] + n - 1 != o) break;  // its last column is still to come
-                taps[x] = static_cast<std::int32_t>(n);
+                taps[x] = n;
             }
-            emit[o] = static_cast<std::int32_t>(x - from);
+            emit[o] = x - from;
         }
         // (None are left: every tapped column ends by Wo - 1. Were any, they would get zeros.)
-        if (Wo_ > 0) emit[Wo_ - 1] += static_cast<std::int32_t>(W_ - x);
+        if (Wo_ > 0) emit[Wo_ - 1] += W_ - x;
         for (; x < W_; ++x) taps[x] = 0;
     }
 
@@ -1807,11 +1810,12 @@ private:
     // Output columns tapping each input column x: col_[col_at_[x] .. col_at_[x + 1]) (the plan's).
     const index_t* col_ = nullptr;
     const index_t* col_at_ = nullptr;
-    // build_walk(): Wo_ counts, then W_ tap counts, in walk_small_ or walk_heap_.
+    // build_walk(): Wo_ counts, then W_ tap counts, in walk_heap_ if it is set, else in
+    // walk_small_ (no pointer into the object: a moved kernel keeps its walk).
     static constexpr index_t walk_small = 256;
-    const std::int32_t* walk_ = nullptr;
-    std::int32_t walk_small_[walk_small];
-    std::unique_ptr<std::int32_t[]> walk_heap_;
+    bool walk_ = false;
+    index_t walk_small_[walk_small];
+    std::unique_ptr<index_t[]> walk_heap_;
 };
 
 }  // namespace detail
