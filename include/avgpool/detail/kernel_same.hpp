@@ -137,9 +137,10 @@ public:
             strip3(in, in_end, in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
             return;
         }
-        std::vector<T> buf(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), T(0));
+        std::vector<T> store;
+        T* const buf = sums_buffer(store);
         for (index_t item = item_begin; item < item_end; ++item)
-            plane(in, in_end, in + item * n_, out + item * n_, buf.data());
+            plane(in, in_end, in + item * n_, out + item * n_, buf);
     }
 
     /// backward() on a kernel made with transpose = true and pool_op::sum: each plane of
@@ -153,7 +154,8 @@ public:
             flat3<true>(grad_out + item_begin * n_, grad_in + item_begin * n_, item_end - item_begin);
             return;
         }
-        std::vector<T> buf(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), T(0));
+        std::vector<T> store;
+        T* const buf = sums_buffer(store);
         // The scaled plane, between zeros: the horizontal pass's vector reads past either
         // end stay inside this buffer (masked lanes, so the zeros are never summed).
         const index_t margin = kw_ + L;
@@ -167,11 +169,20 @@ public:
             if (strip3_)
                 strip3(scaled.data(), scaled.data() + scaled.size(), gs, grad_in + item * n_, 1);
             else
-                plane(scaled.data(), scaled.data() + scaled.size(), gs, grad_in + item * n_, buf.data());
+                plane(scaled.data(), scaled.data() + scaled.size(), gs, grad_in + item * n_, buf);
         }
     }
 
 private:
+    // plane()'s buffer of horizontal sums (zeroed), in `store`, starting on a 64-byte line: rows
+    // whose width is a multiple of 16 floats then load and store whole lines.
+    T* sums_buffer(std::vector<T>& store) const {
+        const std::size_t line = 64 / sizeof(T);
+        store.assign(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L) + line, T(0));
+        const std::size_t skew = reinterpret_cast<std::uintptr_t>(store.data()) / sizeof(T) % line;
+        return store.data() + (skew == 0 ? 0 : line - skew);
+    }
+
     static constexpr bool narrow8_supported() noexcept {
 #if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
         return std::is_same<T, float>::value && L == 16;
