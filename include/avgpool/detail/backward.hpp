@@ -1349,29 +1349,27 @@ private:
             // 4x4 stride 3 0.77x), and never one vector alone after others (5 = 3 + 2; 24
             // channels: 0.70x the instructions of 2 + 1).
             const index_t left = nv - v0, u = left <= 4 ? left : left == 5 ? 3 : 4;
-            if (walk_) {
+            auto block = [&](auto walk) {
+                constexpr bool Walk = decltype(walk)::value;
                 switch (u) {
-                    case 1: slide_block<1, true>(v0, dst, column); break;
-                    case 2: slide_block<2, true>(v0, dst, column); break;
-                    case 3: slide_block<3, true>(v0, dst, column); break;
-                    default: slide_block<4, true>(v0, dst, column); break;
+                    case 1: slide_block<1, Walk>(v0, dst, column); break;
+                    case 2: slide_block<2, Walk>(v0, dst, column); break;
+                    case 3: slide_block<3, Walk>(v0, dst, column); break;
+                    default: slide_block<4, Walk>(v0, dst, column); break;
                 }
-            } else {
-                switch (u) {
-                    case 1: slide_block<1, false>(v0, dst, column); break;
-                    case 2: slide_block<2, false>(v0, dst, column); break;
-                    case 3: slide_block<3, false>(v0, dst, column); break;
-                    default: slide_block<4, false>(v0, dst, column); break;
-                }
-            }
+            };
+            if (walk_)
+                block(std::true_type{});
+            else
+                block(std::false_type{});
             v0 += u;
         }
     }
 
     // Vectors v0 .. v0 + U - 1 (the last shifted back to end at C) of every input column.
-    // Walk: the input columns each output column completes come from build_walk()'s tables
-    // (else from the column lists, decoded here: two loops, as one with a run-time choice
-    // measured 15% slower on a single 1-D row).
+    // Walk: the input columns each output column completes come from build_walk()'s tables,
+    // else from the column lists, decoded here by completed() (an instantiation each, so no
+    // column tests which).
     template <int U, bool Walk, class Column>
     void slide_block(index_t v0, M* dst, Column& column) const {
         // Members in locals: the vector stores may alias anything, which would reload them.
@@ -1410,15 +1408,7 @@ private:
             if constexpr (Walk) {
                 for (const index_t end = x + emit[o]; x < end; ++x) put(x, taps[x]);
             } else {
-                for (; x < W; ++x) {
-                    const index_t first = col_at[x], n = col_at[x + 1] - first;
-                    if (n == 0) {
-                        put(x, 0);
-                        continue;
-                    }
-                    if (col[first] + n - 1 != o) break;  // its last column is still to come
-                    put(x, n);
-                }
+                x = completed(col, col_at, W, x, o, put);
             }
         }  // at o = Wo - 1 the columns left either have no taps or end there: every x is stored
     }
@@ -1438,19 +1428,24 @@ private:
         }
         walk_ = true;
         index_t* const taps = emit + Wo_;
-        index_t x = 0;
-        for (index_t o = 0; o < Wo_; ++o) {
+        for (index_t o = 0, x = 0; o < Wo_; ++o) {
             const index_t from = x;
-            for (; x < W_; ++x) {
-                const index_t first = col_at_[x], n = col_at_[x + 1] - first;
-                if (n > 0 && col_[first] + n - 1 != o) break;  // its last column is still to come
-                taps[x] = n;
-            }
+            x = completed(col_, col_at_, W_, x, o, [taps](index_t c, index_t n) { taps[c] = n; });
             emit[o] = x - from;
+        }  // (x reaches W_: slide_ holds only where every tapped column ends by Wo_ - 1)
+    }
+
+    // f(x, taps of x) for the input columns from x on that output column o completes (the last
+    // column tapping them is o, or none taps them); returns the first one it does not. The
+    // column lists come as arguments: slide_block's stores could alias the members.
+    template <class F>
+    static index_t completed(const index_t* col, const index_t* col_at, index_t W, index_t x, index_t o, F&& f) {
+        for (; x < W; ++x) {
+            const index_t first = col_at[x], n = col_at[x + 1] - first;
+            if (n > 0 && col[first] + n - 1 != o) break;  // its last column is still to come
+            f(x, n);
         }
-        // (None are left: every tapped column ends by Wo - 1. Were any, they would get zeros.)
-        if (Wo_ > 0) emit[Wo_ - 1] += W_ - x;
-        for (; x < W_; ++x) taps[x] = 0;
+        return x;
     }
 
     // f(c0) for each channel block c0 .. c0 + cb_ - 1, the last shifted back to end at C.
