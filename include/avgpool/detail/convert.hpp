@@ -228,6 +228,35 @@ inline void vstore(const vec<float>& v, bfloat16* p) noexcept { vstore_bf16<floa
 inline vec<float> vload(const float16* p) noexcept { return vload_f16<float>(p); }
 inline void vstore(const vec<float>& v, float16* p) noexcept { vstore_f16<float>(v, p); }
 
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+// 16 lanes under a mask, as float (lanes outside it read as 0 and are not written): the
+// partial vector at a plane's or row's end, for the AVX-512 kernels.
+AVGPOOL_ALWAYS_INLINE __m512 masked_load(__mmask16 k, const float* p) noexcept { return _mm512_maskz_loadu_ps(k, p); }
+AVGPOOL_ALWAYS_INLINE void masked_store(float* p, __mmask16 k, __m512 v) noexcept { _mm512_mask_storeu_ps(p, k, v); }
+#endif
+
+// The 16-bit forms need BW and VL (masked 16-bit loads and stores).
+#if AVGPOOL_HAS_XSIMD && AVGPOOL_FLOAT16_AVX2 && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
+#define AVGPOOL_MASKED_HALF 1
+AVGPOOL_ALWAYS_INLINE __m512 masked_load(__mmask16 k, const bfloat16* p) noexcept {
+    // maskz with every lane: the plain forms trip GCC 12's -Wmaybe-uninitialized in its header.
+    const __m512i w = _mm512_maskz_cvtepu16_epi32(all16, _mm256_maskz_loadu_epi16(k, p));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all16, w, 16));
+}
+AVGPOOL_ALWAYS_INLINE void masked_store(bfloat16* p, __mmask16 k, __m512 v) noexcept {
+    _mm256_mask_storeu_epi16(p, k, bfloat_bits_avx512(v));
+}
+AVGPOOL_ALWAYS_INLINE __m512 masked_load(__mmask16 k, const float16* p) noexcept {
+    return _mm512_maskz_cvtph_ps(all16, _mm256_maskz_loadu_epi16(k, p));
+}
+AVGPOOL_ALWAYS_INLINE void masked_store(float16* p, __mmask16 k, __m512 v) noexcept {
+    // Immediate rounding (not MXCSR's), as the scalar conversion.
+    _mm256_mask_storeu_epi16(p, k, _mm512_maskz_cvtps_ph(all16, v, _MM_FROUND_TO_NEAREST_INT));
+}
+#else
+#define AVGPOOL_MASKED_HALF 0
+#endif
+
 /// Two vectors' worth of consecutive values, for kernels whose arithmetic is lane-wise
 /// between values at the same offset (channels-last: SIMD over channels). Which value sits in
 /// which lane is the business of vload_pair and vstore_pair alone, which agree on it: the two

@@ -442,25 +442,6 @@ AVGPOOL_ALWAYS_INLINE __m512 perm_sum(index_t n, F&& f) {
     return acc;
 }
 
-// 16 lanes of M under a mask (lanes outside it are not touched), as float.
-AVGPOOL_ALWAYS_INLINE __m512 perm_load(__mmask16 k, const float* p) noexcept { return _mm512_maskz_loadu_ps(k, p); }
-AVGPOOL_ALWAYS_INLINE void perm_store(float* p, __mmask16 k, __m512 v) noexcept { _mm512_mask_storeu_ps(p, k, v); }
-AVGPOOL_ALWAYS_INLINE __m512 perm_load(__mmask16 k, const bfloat16* p) noexcept {
-    // maskz with every lane: the plain forms trip GCC 12's -Wmaybe-uninitialized in its header.
-    const __m512i w = _mm512_maskz_cvtepu16_epi32(all16, _mm256_maskz_loadu_epi16(k, p));
-    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all16, w, 16));
-}
-AVGPOOL_ALWAYS_INLINE void perm_store(bfloat16* p, __mmask16 k, __m512 v) noexcept {
-    _mm256_mask_storeu_epi16(p, k, bfloat_bits_avx512(v));
-}
-AVGPOOL_ALWAYS_INLINE __m512 perm_load(__mmask16 k, const float16* p) noexcept {
-    return _mm512_maskz_cvtph_ps(all16, _mm256_maskz_loadu_epi16(k, p));
-}
-AVGPOOL_ALWAYS_INLINE void perm_store(float16* p, __mmask16 k, __m512 v) noexcept {
-    // Immediate rounding (not MXCSR's), as the scalar conversion.
-    _mm256_mask_storeu_epi16(p, k, _mm512_maskz_cvtps_ph(all16, v, _MM_FROUND_TO_NEAREST_INT));
-}
-
 // M: the storage type (float, or a 16-bit type converted in registers).
 template <std::size_t R, class M = float>
 class perm_kernel {
@@ -559,7 +540,7 @@ private:
         // Outputs o0 .. of row r of output plane y under keep.
         auto finish = [&](M* y, __m512 v, index_t r, index_t o0, __mmask16 keep) {
             if (rdiv != nullptr) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(keep, rdiv + r * Wo + o0));
-            perm_store(y + r * Wo + o0, keep, v);
+            masked_store(y + r * Wo + o0, keep, v);
         };
         // The vertical sum of output row r's input rows of plane x, columns [col, col + 16)
         // under keep (x: the input, M, or a slice of float sums; zero_ serves both).
@@ -567,7 +548,7 @@ private:
             using E = std::remove_cv_t<std::remove_pointer_t<decltype(x)>>;
             const E* const none = reinterpret_cast<const E*>(zero_);
             const index_t* o = off + r * kv;
-            return perm_sum<V>(kv, [&](index_t i) { return perm_load(keep, o[i] >= 0 ? x + o[i] + col : none); });
+            return perm_sum<V>(kv, [&](index_t i) { return masked_load(keep, o[i] >= 0 ? x + o[i] + col : none); });
         };
         const __m512 z = _mm512_setzero_ps();
         // Longer rows: chunk by chunk, each with its own tables.
@@ -638,7 +619,7 @@ private:
                     constexpr int N = decltype(n)::value;
                     const index_t full = hw / 16 * 16;
                     auto vec = [&](__mmask16 k, index_t j) AVGPOOL_INLINE_LAMBDA {
-                        _mm512_store_ps(at + j, perm_sum<N>(nd, [&](index_t i) { return perm_load(k, x + s[i] + j); }));
+                        _mm512_store_ps(at + j, perm_sum<N>(nd, [&](index_t i) { return masked_load(k, x + s[i] + j); }));
                     };
                     for (index_t j = 0; j < full; j += 16) vec(__mmask16(0xffff), j);
                     if (full < hw) vec(__mmask16((1u << (hw - full)) - 1u), full);
@@ -984,7 +965,7 @@ private:
                 const index_t* o = off_ + v * perm_max_taps;
                 const __mmask16* mk = vmask_ + v * perm_max_taps;
                 auto tap = [&](index_t t) {
-                    return perm_load(mk[t], reinterpret_cast<const M*>(x + static_cast<std::uintptr_t>(o[t] * static_cast<index_t>(sizeof(M)))));
+                    return masked_load(mk[t], reinterpret_cast<const M*>(x + static_cast<std::uintptr_t>(o[t] * static_cast<index_t>(sizeof(M)))));
                 };
                 sv[v] = perm_sum<KV>(kv, tap);
             });
@@ -994,7 +975,7 @@ private:
             };
             __m512 acc = perm_sum<KH>(kh, hsum);
             if (rdiv != nullptr) acc = _mm512_mul_ps(acc, scale);
-            perm_store(out + c * os, keep, acc);
+            masked_store(out + c * os, keep, acc);
         }
     }
 

@@ -23,6 +23,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "convert.hpp"
 #include "kernel_cf.hpp"
 #include "plan.hpp"
 #include "simd.hpp"
@@ -113,7 +114,7 @@ public:
         masks_ = p.template same_masks<T>(transpose);
         rgrid_ = p.template plane_reciprocals<T>();
         narrow8_ = narrow8_supported() && W_ == 8 && H_ % 2 == 0 && kh_ == 3 && kw_ == 3 && pt_ == 1 && pl_ == 1;
-        flat3_ = !narrow8_ && narrow8_supported() && !p.same_kmask.empty();
+        flat3_ = !narrow8_ && narrow8_supported() && flat3_storage() && !p.same_kmask.empty();
         strip3_ = !narrow8_ && !flat3_ && L >= 4 && W_ >= L && kh_ == 3 && kw_ == 3 && pt_ == 1 && pl_ == 1;
     }
 
@@ -127,11 +128,9 @@ public:
             narrow8<false>(in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
             return;
         }
-        if constexpr (std::is_same<M, T>::value) {
-            if (flat3_) {
-                flat3<false>(in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
-                return;
-            }
+        if (flat3_) {
+            flat3<false>(in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
+            return;
         }
         if (strip3_) {
             strip3(in, in_end, in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
@@ -182,6 +181,9 @@ private:
         const std::size_t skew = reinterpret_cast<std::uintptr_t>(store.data()) / sizeof(T) % line;
         return store.data() + (skew == 0 ? 0 : line - skew);
     }
+
+    // flat3() reads and writes M through the masked forms of convert.hpp.
+    static constexpr bool flat3_storage() noexcept { return std::is_same<M, T>::value || AVGPOOL_MASKED_HALF; }
 
     static constexpr bool narrow8_supported() noexcept {
 #if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
@@ -253,7 +255,7 @@ private:
     }
 
     // 3x3 pad 1 on planes 2 to 63 wide (Inception's 35x35, 17x17; ResNet-style 56x56), float
-    // with AVX-512, one plane at a time as a flat array of vectors with every intermediate in
+    // with AVX-512 (16-bit storage too, converted as loaded and stored), one plane at a time as a flat array of vectors with every intermediate in
     // registers. The general path stores the horizontal sums and reads them back three times,
     // and reads each input and mask vector three times: on AMD Zen 4 (one 64-byte store per
     // two cycles, misaligned loads a third slower) those L1 accesses, not memory, set its speed.
@@ -267,15 +269,15 @@ private:
     // The same operations in the same order as the general path (zeros where it ANDs taps
     // away, the same reciprocal), so the results are bit-identical to it. Scaled (backward):
     // each value times its 1 / divisor as it is loaded, no multiply at the end.
-    template <bool Scaled>
-    void flat3(const T* src, T* dst, index_t count) const {
+    template <bool Scaled, class E>
+    void flat3(const E* src, E* dst, index_t count) const {
 #if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
-        if constexpr (narrow8_supported()) {
+        if constexpr (narrow8_supported() && (std::is_same<E, T>::value || AVGPOOL_MASKED_HALF)) {
             switch (W_ / 16) {
-                case 0: return flat3_q<0, Scaled>(src, dst, count);
-                case 1: return flat3_q<1, Scaled>(src, dst, count);
-                case 2: return flat3_q<2, Scaled>(src, dst, count);
-                default: return flat3_q<3, Scaled>(src, dst, count);
+                case 0: return flat3_q<0, Scaled, E>(src, dst, count);
+                case 1: return flat3_q<1, Scaled, E>(src, dst, count);
+                case 2: return flat3_q<2, Scaled, E>(src, dst, count);
+                default: return flat3_q<3, Scaled, E>(src, dst, count);
             }
         }
 #endif
@@ -283,8 +285,8 @@ private:
     }
 
 #if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
-    template <int Q, bool Scaled>
-    void flat3_q(const T* src, T* dst, index_t count) const {
+    template <int Q, bool Scaled, class E>
+    void flat3_q(const E* src, E* dst, index_t count) const {
         if constexpr (narrow8_supported()) {
             const index_t n = n_, nv = (n + 15) / 16;
             const index_t r = W_ - 16 * Q;
@@ -300,12 +302,12 @@ private:
             constexpr int NH = 2 * Q + 3;  // H[j - Q - 1] .. H[j + Q + 1]
             const __m512 zero = _mm512_setzero_ps();
             for (index_t c = 0; c < count; ++c) {
-                const float* x = src + c * n;
-                float* y = dst + c * n;
+                const E* x = src + c * n;
+                E* y = dst + c * n;
                 // Input vector t (zeros past the plane; the last one read masked).
                 auto load = [&](index_t t) AVGPOOL_INLINE_LAMBDA {
                     if (t >= nv) return zero;
-                    __m512 v = t + 1 < nv ? _mm512_loadu_ps(x + 16 * t) : _mm512_maskz_loadu_ps(tail, x + 16 * t);
+                    __m512 v = t + 1 < nv ? static_cast<__m512>(vload(x + 16 * t).v) : masked_load(tail, x + 16 * t);
                     if constexpr (Scaled) {
                         v = _mm512_mul_ps(v, t + 1 < nv ? _mm512_loadu_ps(rgrid + 16 * t)
                                                         : _mm512_maskz_loadu_ps(tail, rgrid + 16 * t));
@@ -338,10 +340,10 @@ private:
                     __m512 acc = _mm512_add_ps(_mm512_add_ps(up, h[Q + 1]), down);
                     if (j + 1 < nv) {
                         if (average) acc = _mm512_mul_ps(acc, _mm512_loadu_ps(rgrid + 16 * j));
-                        _mm512_storeu_ps(y + 16 * j, acc);
+                        vstore(V{acc}, y + 16 * j);
                     } else {
                         if (average) acc = _mm512_mul_ps(acc, _mm512_maskz_loadu_ps(tail, rgrid + 16 * j));
-                        _mm512_mask_storeu_ps(y + 16 * j, tail, acc);
+                        masked_store(y + 16 * j, tail, acc);
                     }
                     // Slide: H[j + Q + 2] enters (inputs up to j + Q + 3).
                     for (int i = 0; i + 1 < NH; ++i) h[i] = h[i + 1];
