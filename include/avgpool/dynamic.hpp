@@ -20,7 +20,7 @@
 #define AVGPOOL_MAX_DYNAMIC_RANK 8
 #endif
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 
 /// pool_attrs with the rank known only at run time. Empty `strides` / `dilations` mean all 1,
 /// empty pads mean all 0; otherwise every list must have one entry per spatial axis.
@@ -116,6 +116,6 @@ inline result<std::vector<index_t>> infer_output_shape(const std::vector<index_t
     return detail::output_shape_at_rank<1>(input_shape, d);
 }
 
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_DYNAMIC_HPP

@@ -17,7 +17,7 @@
 #include "config.hpp"
 #include "types.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 
 /// What kind of mistake an error reports.
 enum class errc {
@@ -210,6 +210,6 @@ private:
 /// The result of an operation that writes into caller memory.
 using status = result<void>;
 
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_ERROR_HPP

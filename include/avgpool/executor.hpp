@@ -25,7 +25,7 @@
 #include <exception>
 #endif
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 
 /// Runs everything on the calling thread, in one call.
 ///
@@ -371,6 +371,6 @@ private:
     std::vector<std::thread> workers_;
 };
 
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_EXECUTOR_HPP

@@ -65,7 +65,7 @@
 #include <immintrin.h>
 #endif
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 // ---- Bit-level conversions: constexpr, integer only, the definition of the results. ----
@@ -550,6 +550,6 @@ inline void from_float(const float* src, bfloat16* dst, std::size_t n) noexcept 
 }
 
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_FLOAT16_HPP

@@ -31,7 +31,20 @@
 #include "shape.hpp"
 #include "types.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
+
+/// The instruction set this translation unit's kernels were compiled for: xsimd's name for its
+/// default architecture ("sse2", "fma3+avx2", "avx512bw", "neon64", ...), or "scalar" without
+/// xsimd. The compiler's target flags choose it (-march=..., -mavx2 ...); for logs and reports:
+///     std::printf("avgpool kernels: %s\n", avgpool::simd_name());
+inline const char* simd_name() noexcept {
+#if AVGPOOL_HAS_XSIMD
+    return xsimd::default_arch::name();
+#else
+    return "scalar";
+#endif
+}
+
 namespace detail {
 
 template <class T>
@@ -812,7 +825,7 @@ status adaptive_avg_pool(const T* in, const dims<R + 2>& input_shape, const dims
         in, out, [&] { return pooling<R>::create_adaptive(input_shape, output_spatial, memory_layout); });
 }
 
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 // Compiling the kernels once (AVGPOOL_EXTERN_TEMPLATES, AVGPOOL_INSTANTIATE): every translation
 // unit that runs a plan otherwise generates the kernels for its element types and ranks again,

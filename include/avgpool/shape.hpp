@@ -12,7 +12,7 @@
 #include "error.hpp"
 #include "types.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 constexpr index_t index_max = std::numeric_limits<index_t>::max();
@@ -218,6 +218,6 @@ constexpr result<index_t> output_extent(index_t input, index_t kernel, index_t s
     return ax.output;
 }
 
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_SHAPE_HPP

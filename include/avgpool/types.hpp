@@ -5,11 +5,13 @@
 #ifndef AVGPOOL_TYPES_HPP
 #define AVGPOOL_TYPES_HPP
 
+#include "config.hpp"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 
 /// Signed 64-bit index type used for every size, stride, pad and offset.
 using index_t = std::int64_t;
@@ -86,6 +88,6 @@ struct pool_geometry {
     dims<R> input{}, output{}, kernel{}, strides{}, dilations{}, pads_begin{}, pads_end{};
 };
 
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_TYPES_HPP

@@ -24,7 +24,7 @@
 #include "plan.hpp"
 #include "simd.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 /// Reference: gathers, for each input, the shares of the outputs whose windows tap it
@@ -1814,6 +1814,6 @@ private:
 };
 
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_DETAIL_BACKWARD_HPP

@@ -14,9 +14,10 @@
 #include <type_traits>
 
 #include "../float16.hpp"
+#include "../types.hpp"
 #include "simd.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 template <class S>
@@ -343,6 +344,6 @@ inline Vt vload_as(const S* p) noexcept {
 }
 
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_DETAIL_CONVERT_HPP

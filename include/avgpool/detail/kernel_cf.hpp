@@ -25,7 +25,7 @@
 #include "reference.hpp"
 #include "simd.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 // Row buffer capacity (elements): a tile of output columns is sized to fit, so any width
@@ -639,6 +639,6 @@ private:
 };
 
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_DETAIL_KERNEL_CF_HPP

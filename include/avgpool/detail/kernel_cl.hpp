@@ -47,7 +47,7 @@
 #include "reference.hpp"
 #include "simd.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 
@@ -1093,6 +1093,6 @@ void cl_kernel<T, R, M>::slices(buffers& b, const M* src, M* dst, const window& 
 }
 
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_DETAIL_KERNEL_CL_HPP

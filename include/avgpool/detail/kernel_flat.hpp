@@ -19,7 +19,7 @@
 #include "plan.hpp"
 #include "simd.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 // Elements of padded vertical-sum rows per block (both phases together).
@@ -289,6 +289,6 @@ private:
 };
 
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_DETAIL_KERNEL_FLAT_HPP

@@ -17,7 +17,7 @@
 #include "plan.hpp"
 #include "simd.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 /// Whether every window is the whole 2x2 block at (2 oh, 2 ow) with both axis factors 2.
@@ -148,6 +148,6 @@ private:
 };
 
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_DETAIL_KERNEL_PAIR_HPP

@@ -40,7 +40,7 @@
 #define AVGPOOL_PERM_KERNEL 0
 #endif
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 // Horizontal taps (one permute each) and input rows summed per output row; past these the
@@ -992,6 +992,6 @@ private:
 #endif  // AVGPOOL_PERM_KERNEL
 
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_DETAIL_KERNEL_PERM_HPP

@@ -28,7 +28,7 @@
 #include "plan.hpp"
 #include "simd.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 constexpr index_t same_max_kernel = 7;
@@ -635,6 +635,6 @@ private:
 };
 
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_DETAIL_KERNEL_SAME_HPP

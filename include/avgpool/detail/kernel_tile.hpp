@@ -24,7 +24,7 @@
 #include "plan.hpp"
 #include "simd.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 // Forward: planes of at most this many elements (input or output), so a tile stays in L1, and
@@ -305,6 +305,6 @@ private:
 };
 
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_DETAIL_KERNEL_TILE_HPP

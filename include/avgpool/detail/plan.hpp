@@ -16,7 +16,7 @@
 #include "../types.hpp"
 #include "windows.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 /// The channels-first backward's walk (backward.hpp): an outer output row q (first-axis output
@@ -248,6 +248,6 @@ inline T empty_window_value(bool nan) noexcept {
 }
 
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_DETAIL_PLAN_HPP

@@ -11,7 +11,7 @@
 
 #include "plan.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 enum class pool_op { average, sum };
@@ -131,6 +131,6 @@ void reference_divisor(const plan_data<R>& p, T* out) {
 }
 
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_DETAIL_REFERENCE_HPP

@@ -54,7 +54,7 @@
 #endif
 #endif
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 // f(std::integral_constant<int, I>{}) for I = 0 .. N - 1, unrolled at compile time: at -O2
@@ -362,6 +362,6 @@ inline void interleave2(const vec<T>& even, const vec<T>& odd, vec<T>& lo, vec<T
 }
 
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_DETAIL_SIMD_HPP

@@ -12,7 +12,7 @@
 #include "../shape.hpp"
 #include "../types.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 /// The valid taps of one output index on one axis are first + i * dilation, i < count.
@@ -114,6 +114,6 @@ constexpr divisor_type resolve_divisor(divisor_type div, const pool_geometry<R>&
 }
 
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_DETAIL_WINDOWS_HPP

@@ -18,7 +18,7 @@
 #include "../shape.hpp"
 #include "../types.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 namespace frontend {
 
@@ -166,6 +166,6 @@ inline error_info check_spatial(const index_t* shape, std::size_t rank) noexcept
 
 }  // namespace frontend
 }  // namespace detail
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_FRONTENDS_COMMON_HPP

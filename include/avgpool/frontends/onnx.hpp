@@ -16,7 +16,7 @@
 #include "../types.hpp"
 #include "common.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace onnx {
 
 /// The attributes of one AveragePool node as the model stores them. An empty optional is an
@@ -205,6 +205,6 @@ inline result<pool_attrs_dynamic> global_average_pool_dynamic(const std::vector<
 }
 
 }  // namespace onnx
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_FRONTENDS_ONNX_HPP

@@ -16,7 +16,7 @@
 #include "../types.hpp"
 #include "common.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace openvino {
 
 /// The attribute strings of an AvgPool layer's <data .../> element, exactly as written in the
@@ -219,6 +219,6 @@ inline result<std::vector<index_t>> adaptive_avg_pool_shape(const std::vector<in
 }
 
 }  // namespace openvino
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_FRONTENDS_OPENVINO_HPP

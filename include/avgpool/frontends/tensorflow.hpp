@@ -14,7 +14,7 @@
 #include "../types.hpp"
 #include "common.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 namespace frontend {
 
@@ -142,6 +142,6 @@ inline result<pool_attrs<2>> tflite_average_pool_2d(index_t filter_height, index
 }
 
 }  // namespace tensorflow
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_FRONTENDS_TENSORFLOW_HPP

@@ -14,7 +14,7 @@
 #include "../types.hpp"
 #include "common.hpp"
 
-namespace avgpool {
+AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 namespace frontend {
 
@@ -181,6 +181,6 @@ inline result<dims<3>> adaptive_avg_pool3d(const dims<5>& input_shape,
 }
 
 }  // namespace torch
-}  // namespace avgpool
+AVGPOOL_END_NAMESPACE
 
 #endif  // AVGPOOL_FRONTENDS_TORCH_HPP
