@@ -790,10 +790,12 @@ private:
         };
         // Room for n planes (each after its zeros), uninitialized but for the zeros before
         // and after each plane's scaled span: scale() writes the rest of what gathers read.
+        // Planes start on 64-byte lines (gap is a multiple of 16; so is the pitch).
+        const index_t pitch = gap + (os + 15) / 16 * 16;
         auto scratch = [&](index_t n) {
-            std::unique_ptr<float[]> buf(new float[static_cast<std::size_t>(n * (gap + os) + 16)]);
+            line_buffer<float> buf(static_cast<std::size_t>(n * pitch + 16));
             for (index_t b = 0; b < n; ++b) {
-                float* const sc = buf.get() + b * (gap + os) + gap;
+                float* const sc = buf.get() + b * pitch + gap;
                 std::fill(sc - gap, sc, 0.0f);
                 std::fill(sc + s1, sc + s1 + 16, 0.0f);
             }
@@ -851,7 +853,6 @@ private:
         // Longer rows: vector by vector over a block of planes in L1 (their scaled planes side
         // by side), each vector's tables in registers for all the block's rows.
         const index_t block = std::min(c1 - c0, std::max<index_t>(1, perm_block_bytes / (xs * static_cast<index_t>(sizeof(float)))));
-        const index_t pitch = gap + os;  // a scaled plane and the zeros before it
         const auto scaled = scratch(block);
         for (index_t cb = c0; cb < c1; cb += block) {
             const index_t n = std::min(block, c1 - cb);

@@ -136,8 +136,8 @@ public:
             strip3(in, in_end, in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
             return;
         }
-        std::vector<T> store;
-        T* const buf = sums_buffer(store);
+        const line_buffer<T> sums = sums_buffer();
+        T* const buf = sums.get();
         for (index_t item = item_begin; item < item_end; ++item)
             plane(in, in_end, in + item * n_, out + item * n_, buf);
     }
@@ -153,8 +153,8 @@ public:
             flat3<true>(grad_out + item_begin * n_, grad_in + item_begin * n_, item_end - item_begin);
             return;
         }
-        std::vector<T> store;
-        T* const buf = sums_buffer(store);
+        const line_buffer<T> sums = sums_buffer();
+        T* const buf = sums.get();
         // The scaled plane, between zeros: the horizontal pass's vector reads past either
         // end stay inside this buffer (masked lanes, so the zeros are never summed).
         const index_t margin = kw_ + L;
@@ -173,13 +173,10 @@ public:
     }
 
 private:
-    // plane()'s buffer of horizontal sums (zeroed), in `store`, starting on a 64-byte line: rows
-    // whose width is a multiple of 16 floats then load and store whole lines.
-    T* sums_buffer(std::vector<T>& store) const {
-        const std::size_t line = 64 / sizeof(T);
-        store.assign(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L) + line, T(0));
-        const std::size_t skew = reinterpret_cast<std::uintptr_t>(store.data()) / sizeof(T) % line;
-        return store.data() + (skew == 0 ? 0 : line - skew);
+    // plane()'s buffer of horizontal sums (zeroed), starting on a 64-byte line: rows whose
+    // width is a multiple of 16 floats then load and store whole lines.
+    line_buffer<T> sums_buffer() const {
+        return line_buffer<T>(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), true);
     }
 
     // flat3() reads and writes M through the masked forms of convert.hpp.

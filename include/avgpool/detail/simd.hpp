@@ -7,10 +7,12 @@
 #ifndef AVGPOOL_DETAIL_SIMD_HPP
 #define AVGPOOL_DETAIL_SIMD_HPP
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <utility>
 
@@ -360,6 +362,26 @@ inline void interleave2(const vec<T>& even, const vec<T>& odd, vec<T>& lo, vec<T
 #endif
     interleave2_portable(even, odd, lo, hi);
 }
+
+/// A heap array of n T (uninitialized unless zero) starting on a 64-byte line: kernels' per-call
+/// scratch, whose vector loads and stores then split no lines wherever the allocator put it
+/// (the permute backward's scaled planes: 13.1 us aligned against 16.1-17.5 us at the other
+/// 16-byte offsets, 32x16^3 3x3x3 stride 2 on AVX-512).
+template <class T>
+class line_buffer {
+public:
+    explicit line_buffer(std::size_t n, bool zero = false) : own_(new T[n + line]) {
+        const std::size_t skew = reinterpret_cast<std::uintptr_t>(own_.get()) / sizeof(T) % line;
+        data_ = own_.get() + (skew == 0 ? 0 : line - skew);
+        if (zero) std::fill(data_, data_ + n, T(0));
+    }
+    T* get() const noexcept { return data_; }
+
+private:
+    static constexpr std::size_t line = 64 / sizeof(T) > 0 ? 64 / sizeof(T) : 1;
+    std::unique_ptr<T[]> own_;
+    T* data_ = nullptr;
+};
 
 }  // namespace detail
 AVGPOOL_END_NAMESPACE
