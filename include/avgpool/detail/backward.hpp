@@ -825,7 +825,7 @@ public:
 
     /// Input rows item_begin .. item_end - 1 of grad_in from grad_out.
     void run(const M* grad_out, M* grad_in, index_t item_begin, index_t item_end) const {
-        std::unique_ptr<M[]> pattern(new M[static_cast<std::size_t>(cols_ * C_)]);
+        const line_buffer<M> pattern(static_cast<std::size_t>(cols_ * C_));
         index_t made = -1;  // the image whose quotients the pattern holds
         for (index_t item = item_begin; item < item_end; ++item) {
             const index_t n = item / rows_;
@@ -974,7 +974,7 @@ public:
         // The ring, then (16-bit storage) one row of sums.
         const index_t row_in = W_ * C_;
         const index_t tmp = std::is_same<T, M>::value ? 0 : row_in;
-        std::unique_ptr<T[]> ring(new T[static_cast<std::size_t>(slots_ * slab_ + tmp)]);
+        const line_buffer<T> ring(static_cast<std::size_t>(slots_ * slab_ + tmp));
         std::vector<index_t> held(static_cast<std::size_t>(slots_), -1);  // slab n * first_ + i0 in each slot
         T* const base = ring.get();
         auto row_at = [&](index_t n, index_t i0, index_t i1) -> const T* {

@@ -172,11 +172,11 @@ private:
     // one plane). Every lane does the same operations whatever the tile's width.
     template <class Src, class Dst, class Passes>
     void each_tile(const Src* src, index_t sn, Dst* dst, index_t dn, index_t begin, index_t end, Passes&& passes) const {
-        std::vector<T> buf(static_cast<std::size_t>(2 * stage_ * P_));
+        const line_buffer<T> buf(static_cast<std::size_t>(2 * stage_ * P_));
         for (index_t p0 = begin; p0 < end; p0 += P_) {
             const index_t m = std::min(P_, end - p0), P = m <= L ? L : P_;
-            to_tile(src + p0 * sn, sn, m, buf.data(), P);
-            from_tile(passes(buf.data(), buf.data() + stage_ * P, P), dn, m, dst + p0 * dn, P);
+            to_tile(src + p0 * sn, sn, m, buf.get(), P);
+            from_tile(passes(buf.get(), buf.get() + stage_ * P, P), dn, m, dst + p0 * dn, P);
         }
     }
 
