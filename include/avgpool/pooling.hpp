@@ -618,11 +618,14 @@ private:
         const index_t group = std::max<index_t>(1, detail::stage_elements / (src_plane + dst_plane));
         exec(d_.input_shape[0] * d_.input_shape[1], [&](index_t begin, index_t end) {
             const index_t g = std::min(group, end - begin), slack = detail::stage_slack;
-            const std::size_t size = static_cast<std::size_t>(2 * slack + g * (src_plane + dst_plane));
-            std::unique_ptr<float[]> buf(new float[size]);  // not zeroed: only the slack needs it
+            // Both copies start on 64-byte lines: slack is 64 floats, the gap after the staged
+            // planes rounded up to whole lines.
+            const index_t mid = (g * src_plane + slack + 15) / 16 * 16;
+            const std::size_t size = static_cast<std::size_t>(slack + mid + g * dst_plane);
+            const detail::line_buffer<float> buf(size);  // not zeroed: only the slack needs it
             float* const lo = buf.get();
             float* const s = lo + slack;
-            float* const hi = s + g * src_plane + slack;
+            float* const hi = s + mid;
             float* const d = hi;
             std::fill(lo, s, 0.0f);
             std::fill(s + g * src_plane, hi, 0.0f);

@@ -157,18 +157,21 @@ public:
         T* const buf = sums.get();
         // The scaled plane, between zeros: the horizontal pass's vector reads past either
         // end stay inside this buffer (masked lanes, so the zeros are never summed).
-        const index_t margin = kw_ + L;
-        std::vector<T> scaled(static_cast<std::size_t>(n_ + 2 * margin), T(0));
-        T* gs = scaled.data() + margin;
+        // (The margin a whole number of lines, so that the plane starts on one.)
+        const index_t line = 64 / static_cast<index_t>(sizeof(T));
+        const index_t margin = (kw_ + L + line - 1) / line * line;
+        const std::size_t scaled_size = static_cast<std::size_t>(n_ + 2 * margin);
+        const line_buffer<T> scaled(scaled_size, true);
+        T* gs = scaled.get() + margin;
         for (index_t item = item_begin; item < item_end; ++item) {
             const T* g = grad_out + item * n_;
             index_t i = 0;
             for (; i + L <= n_; i += L) (V::load(g + i) * V::load(rgrid_ + i)).store(gs + i);
             for (; i < n_; ++i) gs[i] = g[i] * rgrid_[i];
             if (strip3_)
-                strip3(scaled.data(), scaled.data() + scaled.size(), gs, grad_in + item * n_, 1);
+                strip3(scaled.get(), scaled.get() + scaled_size, gs, grad_in + item * n_, 1);
             else
-                plane(scaled.data(), scaled.data() + scaled.size(), gs, grad_in + item * n_, buf);
+                plane(scaled.get(), scaled.get() + scaled_size, gs, grad_in + item * n_, buf);
         }
     }
 
