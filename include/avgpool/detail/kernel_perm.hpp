@@ -31,14 +31,10 @@
 #include "reference.hpp"
 #include "simd.hpp"
 
-// AVX-512 with BW and VL (masked 16-bit loads and stores) and the 16-bit vector conversions:
-// float and 16-bit storage take the kernel together, so a 16-bit result stays the float
-// result rounded once.
-#if AVGPOOL_HAS_XSIMD && AVGPOOL_FLOAT16_AVX2 && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-#define AVGPOOL_PERM_KERNEL 1
-#else
-#define AVGPOOL_PERM_KERNEL 0
-#endif
+// Where convert.hpp has the masked 16-bit loads and stores (AVX-512 with BW and VL): float
+// and 16-bit storage take the kernel together, so a 16-bit result stays the float result
+// rounded once.
+#define AVGPOOL_PERM_KERNEL AVGPOOL_MASKED_HALF
 
 AVGPOOL_BEGIN_NAMESPACE
 namespace detail {

@@ -183,7 +183,8 @@ private:
     }
 
     // flat3() reads and writes M through the masked forms of convert.hpp.
-    static constexpr bool flat3_storage() noexcept { return std::is_same<M, T>::value || AVGPOOL_MASKED_HALF; }
+    template <class E = M>
+    static constexpr bool flat3_storage() noexcept { return std::is_same<E, T>::value || AVGPOOL_MASKED_HALF; }
 
     static constexpr bool narrow8_supported() noexcept {
 #if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
@@ -272,7 +273,7 @@ private:
     template <bool Scaled, class E>
     void flat3(const E* src, E* dst, index_t count) const {
 #if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
-        if constexpr (narrow8_supported() && (std::is_same<E, T>::value || AVGPOOL_MASKED_HALF)) {
+        if constexpr (narrow8_supported() && flat3_storage<E>()) {
             switch (W_ / 16) {
                 case 0: return flat3_q<0, Scaled, E>(src, dst, count);
                 case 1: return flat3_q<1, Scaled, E>(src, dst, count);
