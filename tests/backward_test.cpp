@@ -639,13 +639,14 @@ TEST(Backward, GlobalMatchesReference) {
     global_vs_reference<double, 3>(50);
 }
 
-// Channels-last global pools (backward_cl_global): one share per input, so bit-identical to
-// the reference: channel counts around a vector's width, rows wider than its pattern (4096
-// floats), every divisor type, pads, the override, -0 gradients (+0 out), and split over
-// threads in uneven chunks.
+// Global pools (backward_cl_global, backward_cf_global): one share per input, so
+// bit-identical to the reference: channel counts around a vector's width, channels-last rows
+// wider than the pattern (4096 floats), channels-first planes below, at and above a vector
+// with grad_in off the vector alignment, every divisor type, pads, the override, -0 gradients
+// (+0 out), and split over threads in uneven chunks.
 template <class T, std::size_t R>
-void global_cl_vs_reference(int cases) {
-    std::mt19937_64 gen(515 + R);
+void global_vs_reference(int cases, avgpool::layout layout) {
+    std::mt19937_64 gen(515 + R + 7 * static_cast<int>(layout));
     auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
     avgpool::thread_pool pool(2);
     for (int c = 0; c < cases; ++c) {
@@ -661,34 +662,48 @@ void global_cl_vs_reference(int cases) {
         }
         a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
         a.divisor_override = pick(0, 3) == 0 ? pick(1, 9) : 0;
-        auto plan = avgpool::pooling<R>::create(s, a, avgpool::layout::channels_last);
+        auto plan = avgpool::pooling<R>::create(s, a, layout);
         ASSERT_TRUE(plan.ok());
         SCOPED_TRACE(describe<R>(s, a, "case " + std::to_string(c)));
         const auto& d = avgpool::detail::plan_access::data(*plan);
         ASSERT_TRUE((avgpool::detail::backward_global_applicable<avgpool::detail::compute_t<T>, R>(d)));
-        const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
-        std::vector<T> g(static_cast<std::size_t>(plan->output_size())), ref(n_in), seq(n_in, T(7)), pooled(n_in, T(7));
+        const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), off = c % 3 == 1 ? 1 : 0;
+        std::vector<T> g(static_cast<std::size_t>(plan->output_size())), ref(n_in), seq(n_in + 2, T(7)), pooled(n_in + 2, T(7));
         avgpool_test::uniform<double> dist(-1, 1);
         for (std::size_t i = 0; i < g.size(); ++i) g[i] = static_cast<T>(i % 5 == 0 ? -0.0f : static_cast<float>(dist(gen)));
         avgpool::detail::reference_backward<T, R>(d, g.data(), ref.data(), 0, s[0] * s[1]);
-        ASSERT_TRUE(plan->backward(g.data(), seq.data()).ok());
-        ASSERT_TRUE(plan->backward(g.data(), pooled.data(), pool).ok());
+        ASSERT_TRUE(plan->backward(g.data(), seq.data() + off).ok());
+        ASSERT_TRUE(plan->backward(g.data(), pooled.data() + off, pool).ok());
         for (std::size_t i = 0; i < n_in; ++i) {  // 16-bit: the float quotient, rounded once
-            const double want = avgpool::detail::to_double(ref[i]), got = avgpool::detail::to_double(seq[i]);
+            const double want = avgpool::detail::to_double(ref[i]), got = avgpool::detail::to_double(seq[off + i]);
             ASSERT_EQ(std::signbit(want), std::signbit(got)) << "input " << i;
             ASSERT_EQ(want, got) << "input " << i;
         }
-        ASSERT_EQ(0, std::memcmp(seq.data(), pooled.data(), n_in * sizeof(T))) << "thread_pool(2)";
+        for (std::size_t i : {std::size_t(0), n_in + 1}) {  // no write outside grad_in
+            if (i != off) ASSERT_EQ(7.0, avgpool::detail::to_double(seq[i])) << "element " << i << " of the buffer";
+        }
+        ASSERT_EQ(0, std::memcmp(seq.data(), pooled.data(), (n_in + 2) * sizeof(T))) << "thread_pool(2)";
     }
 }
 
 TEST(Backward, GlobalChannelsLastExact) {
-    global_cl_vs_reference<float, 1>(40);
-    global_cl_vs_reference<double, 2>(40);
-    global_cl_vs_reference<float, 3>(40);
-    global_cl_vs_reference<float, 4>(12);
-    global_cl_vs_reference<avgpool::bfloat16, 2>(20);
-    global_cl_vs_reference<avgpool::float16, 1>(20);
+    const auto cl = avgpool::layout::channels_last;
+    global_vs_reference<float, 1>(40, cl);
+    global_vs_reference<double, 2>(40, cl);
+    global_vs_reference<float, 3>(40, cl);
+    global_vs_reference<float, 4>(12, cl);
+    global_vs_reference<avgpool::bfloat16, 2>(20, cl);
+    global_vs_reference<avgpool::float16, 1>(20, cl);
+}
+
+TEST(Backward, GlobalChannelsFirstExact) {
+    const auto cf = avgpool::layout::channels_first;
+    global_vs_reference<float, 1>(40, cf);
+    global_vs_reference<double, 2>(40, cf);
+    global_vs_reference<float, 3>(40, cf);
+    global_vs_reference<float, 4>(12, cf);
+    global_vs_reference<avgpool::bfloat16, 2>(20, cf);
+    global_vs_reference<avgpool::float16, 1>(20, cf);
 }
 
 // Windows covering every axis but the first whole (i3d's 2x7x7 on 8x7x7): the path that fills

@@ -656,8 +656,13 @@ status pooling<R>::run_backward(const T* grad_out, T* grad_in, const detail::exe
         // Channels-last: items are input rows, so that N = 1 still splits across threads.
         using U = detail::compute_t<T>;
         if (detail::backward_global_applicable<U, R>(d_)) {
-            const detail::backward_cl_global<U, R, T> kernel(d_);
-            exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
+            if (d_.memory_layout == layout::channels_last) {
+                const detail::backward_cl_global<U, R, T> kernel(d_);
+                exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
+            } else {
+                const detail::backward_cf_global<U, R, T> kernel(d_);
+                exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
+            }
             return status{};
         }
         if (detail::backward_flip_applicable<U, R>(d_) && detail::backward_flip_preferred<U, R>(d_)) {

@@ -87,6 +87,13 @@ struct vec {
     // Bitwise AND with a mask of all-ones / all-zeros lanes: keeps or zeroes a lane, and unlike
     // a multiply by 0 it also zeroes an Inf or NaN.
     vec bit_and(vec mask) const noexcept { return {v & mask.v}; }
+    // Lanes [0, k) from a, the rest from b.
+    static vec front_blend(vec a, vec b, std::size_t k) noexcept {
+        alignas(64) static constexpr T iota[] = {0, 1, 2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15,
+                                                 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+        static_assert(width <= sizeof(iota) / sizeof(T), "vec: wider than the lane table");
+        return {xsimd::select(batch::load_aligned(iota) < batch(static_cast<T>(k)), a.v, b.v)};
+    }
 };
 
 #else
@@ -112,6 +119,7 @@ struct vec {
         std::memcpy(&r, &a, sizeof(T));
         return {r};
     }
+    static vec front_blend(vec a, vec b, std::size_t k) noexcept { return k > 0 ? a : b; }
 };
 
 #endif
