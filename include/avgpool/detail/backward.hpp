@@ -871,65 +871,69 @@ private:
 /// (correctly rounded, + 0 as backward_cl_global). The planes are one run of memory, filled
 /// in aligned vectors, a vector that straddles two planes blending their values: 1024 planes
 /// of 7x7 took 5.0 us filled plane by plane (most stores split across two cache lines) and
-/// 3.2 us so, the time of a memset of the same bytes. Work items: planes.
+/// 3.2 us so, the time of a memset of the same bytes. Work items: blocks of that run, so that
+/// a few large planes still split across threads.
 /// M: the storage type (T, or 16-bit storage for T = float, each quotient rounded once).
 template <class T, std::size_t R, class M = T>
 class backward_cf_global {
     using V = vec<T>;
     static constexpr index_t L = static_cast<index_t>(V::width);
+    static constexpr index_t block = 4096;  // elements per work item (a multiple of every L)
 
 public:
     /// Requires backward_global_applicable<T, R>(p) and a channels-first plan.
     explicit backward_cf_global(const plan_data<R>& p)
-        : n_(p.input_spatial_volume()), items_(p.input_shape[0] * p.input_shape[1]), div_(static_cast<T>(p.max_divisor)) {}
+        : n_(p.input_spatial_volume()), total_(p.input_shape[0] * p.input_shape[1] * n_), div_(static_cast<T>(p.max_divisor)) {}
 
-    /// Planes of every image: the work items of run().
-    index_t items() const noexcept { return items_; }
+    /// Blocks of grad_in: the work items of run().
+    index_t items() const noexcept { return (total_ + block - 1) / block; }
 
-    /// Planes item_begin .. item_end - 1 of grad_in from grad_out.
+    /// Blocks item_begin .. item_end - 1 of grad_in from grad_out.
     void run(const M* grad_out, M* grad_in, index_t item_begin, index_t item_end) const {
-        if (item_begin >= item_end) return;
+        const index_t lo = item_begin * block, hi = std::min(item_end * block, total_);
+        if (lo >= hi) return;
         if constexpr (std::is_same<M, T>::value) {
             if (n_ >= L) {
-                run_flat(grad_out, grad_in, item_begin, item_end);
+                run_flat(grad_out, grad_in, lo, hi);
                 return;
             }
         }
-        for (index_t c = item_begin; c < item_end; ++c) {
+        for (index_t c = lo / n_; c * n_ < hi; ++c) {
             M v;
             sstore(value(grad_out, c), &v);
-            std::fill_n(grad_in + c * n_, n_, v);
+            const index_t a = std::max(lo, c * n_), b = std::min(hi, (c + 1) * n_);
+            std::fill(grad_in + a, grad_in + b, v);
         }
     }
 
 private:
     T value(const M* g, index_t c) const noexcept { return sload(g[c]) / div_ + T(0); }
 
-    // Planes of at least a vector: every vector holds at most two planes' values, so the
-    // unaligned first and last vectors hold one.
-    void run_flat(const T* g, T* dst, index_t c, index_t end_plane) const noexcept {
-        const index_t begin = c * n_, end = end_plane * n_;
-        V::splat(value(g, c)).store(dst + begin);
-        V::splat(value(g, end_plane - 1)).store(dst + end - L);
+    // Elements [lo, hi) with planes of at least a vector: a vector holds at most two planes'
+    // values. Scalars up to the first aligned vector and after the last.
+    void run_flat(const T* g, T* dst, index_t lo, index_t hi) const noexcept {
         const std::uintptr_t bytes = static_cast<std::uintptr_t>(L) * sizeof(T);
-        const std::uintptr_t addr = reinterpret_cast<std::uintptr_t>(dst + begin);
-        index_t j = begin + static_cast<index_t>(((bytes - addr % bytes) % bytes) / sizeof(T));
-        index_t bound = begin + n_;  // where plane c ends
-        V v = V::splat(value(g, c));
-        for (; j + L <= end; j += L) {
+        const std::uintptr_t addr = reinterpret_cast<std::uintptr_t>(dst + lo);
+        const index_t head = std::min(hi, lo + static_cast<index_t>(((bytes - addr % bytes) % bytes) / sizeof(T)));
+        index_t j = lo;
+        for (; j < head; ++j) dst[j] = value(g, j / n_);
+        index_t c = j / n_, bound = (c + 1) * n_;  // plane c ends at bound
+        V vv = V::splat(j < hi ? value(g, c) : T(0));
+        for (; j + L <= hi; j += L) {
             if (bound > j + L) {
-                v.store(dst + j);
+                vv.store(dst + j);
                 continue;
             }
-            const V next = V::splat(c + 1 < end_plane ? value(g, c + 1) : T(0));
-            V::front_blend(v, next, static_cast<std::size_t>(bound - j)).store(dst + j);
+            const V next = V::splat(bound < hi ? value(g, c + 1) : T(0));
+            V::front_blend(vv, next, static_cast<std::size_t>(bound - j)).store(dst + j);
             ++c;
             bound += n_;
-            v = next;
+            vv = next;
         }
+        for (; j < hi; ++j) dst[j] = value(g, j / n_);
     }
 
-    index_t n_ = 0, items_ = 0;
+    index_t n_ = 0, total_ = 0;
     T div_ = T(1);
 };
 
