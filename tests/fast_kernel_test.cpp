@@ -1155,3 +1155,100 @@ TEST(FastKernel, GlobalSmallPlanesInGroups) {
 }
 
 }  // namespace
+
+namespace {
+
+// A window (or a gradient) of -0 values gives +0: the reference sums from 0 (as PyTorch's,
+// oneDNN's and OpenVINO's CPU kernels do), and every fast kernel ends in plus_zero where its
+// sum starts from the first tap. All -0 in, through average, sum and backward, both layouts,
+// on geometries that reach every kernel family (same-grid, pair, permute, tile, block, row,
+// global, channels-last register, ring and slice paths, both backward forms).
+template <class T, std::size_t R>
+void signed_zero(const char* name, const avgpool::dims<R + 2>& s, const avgpool::pool_attrs<R>& a) {
+    for (auto layout : {avgpool::layout::channels_first, avgpool::layout::channels_last}) {
+        SCOPED_TRACE(std::string(name) + (layout == avgpool::layout::channels_first ? " channels-first" : " channels-last"));
+        auto plan = avgpool::pooling<R>::create(s, a, layout);
+        ASSERT_TRUE(plan.ok());
+        const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), n_out = static_cast<std::size_t>(plan->output_size());
+        const std::vector<T> in(n_in, T(-0.0f)), g(n_out, T(-0.0f));
+        std::vector<T> out(n_out, T(7.0f)), sums(n_out, T(7.0f)), gi(n_in, T(7.0f));
+        ASSERT_TRUE(plan->forward(in.data(), out.data()).ok());
+        ASSERT_TRUE(plan->sum(in.data(), sums.data()).ok());
+        ASSERT_TRUE(plan->backward(g.data(), gi.data()).ok());
+        auto plus_zero = [](T v) {
+            const double x = avgpool::detail::to_double(v);
+            return x == 0.0 && !std::signbit(x);
+        };
+        for (std::size_t i = 0; i < n_out; ++i) {
+            ASSERT_TRUE(plus_zero(out[i])) << "average, output " << i << ": " << avgpool::detail::to_double(out[i]);
+            ASSERT_TRUE(plus_zero(sums[i])) << "sum, output " << i << ": " << avgpool::detail::to_double(sums[i]);
+        }
+        for (std::size_t i = 0; i < n_in; ++i)
+            ASSERT_TRUE(plus_zero(gi[i])) << "backward, input " << i << ": " << avgpool::detail::to_double(gi[i]);
+    }
+}
+
+template <class T>
+void signed_zero_all() {
+    avgpool::pool_attrs<2> a;
+    a.kernel = {3, 3};
+    a.strides = {2, 2};
+    a.pads_begin = {1, 1};
+    a.pads_end = {1, 1};
+    signed_zero<T, 2>("3x3 stride 2 on 7x7", {1, 64, 7, 7}, a);
+    signed_zero<T, 2>("3x3 stride 2 on 14x14", {1, 40, 14, 14}, a);
+    signed_zero<T, 2>("3x3 stride 2 on 56x56", {1, 24, 56, 56}, a);
+    a.strides = {1, 1};
+    signed_zero<T, 2>("3x3 stride 1 on 8x8", {1, 32, 8, 8}, a);
+    signed_zero<T, 2>("3x3 stride 1 on 35x35", {1, 32, 35, 35}, a);
+    signed_zero<T, 2>("3x3 stride 1 on 120x120", {1, 3, 120, 120}, a);
+    avgpool::pool_attrs<2> b;
+    b.kernel = {2, 2};
+    b.strides = {2, 2};
+    signed_zero<T, 2>("2x2 stride 2 on 28x28", {1, 32, 28, 28}, b);
+    signed_zero<T, 2>("2x2 stride 2 on 14x14", {1, 64, 14, 14}, b);
+    avgpool::pool_attrs<2> gl;
+    gl.kernel = {7, 7};
+    signed_zero<T, 2>("global 7x7", {1, 64, 7, 7}, gl);
+    gl.kernel = {56, 56};
+    signed_zero<T, 2>("global 56x56", {1, 8, 56, 56}, gl);
+    avgpool::pool_attrs<2> k7;
+    k7.kernel = {7, 7};
+    k7.pads_begin = {3, 3};
+    k7.pads_end = {3, 3};
+    signed_zero<T, 2>("7x7 stride 1 on 40x40", {1, 16, 40, 40}, k7);
+    avgpool::pool_attrs<2> k5;
+    k5.kernel = {5, 5};
+    k5.strides = {3, 3};
+    k5.pads_begin = {2, 2};
+    k5.pads_end = {2, 2};
+    signed_zero<T, 2>("5x5 stride 3 on 50x50", {1, 16, 50, 50}, k5);
+    avgpool::pool_attrs<1> o;
+    o.kernel = {3};
+    o.strides = {2};
+    o.pads_end = {1};
+    signed_zero<T, 1>("1-D 3 stride 2 on 32", {1, 64, 32}, o);
+    o.kernel = {25};
+    o.strides = {1};
+    o.pads_begin = {12};
+    o.pads_end = {12};
+    signed_zero<T, 1>("1-D 25 stride 1 on 120", {1, 16, 120}, o);
+    avgpool::pool_attrs<3> t;
+    t.kernel = {3, 3, 3};
+    t.strides = {2, 2, 2};
+    t.pads_end = {1, 1, 1};
+    signed_zero<T, 3>("3x3x3 stride 2 on 16^3", {1, 8, 16, 16, 16}, t);
+    t.kernel = {2, 4, 3};
+    t.pads_begin = {1, 1, 1};
+    t.pads_end = {0, 1, 0};
+    signed_zero<T, 3>("2x4x3 stride 2 on 12x30x42", {1, 9, 12, 30, 42}, t);
+}
+
+}  // namespace
+
+TEST(FastKernel, NegativeZeroWindowsGivePlusZero) {
+    signed_zero_all<float>();
+    signed_zero_all<double>();
+    signed_zero_all<avgpool::bfloat16>();
+    signed_zero_all<avgpool::float16>();
+}

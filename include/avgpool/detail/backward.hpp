@@ -621,27 +621,28 @@ private:
     // lanes past Wo zeroed: they fall in the zero border (or, flat, the next row, written
     // after), so narrow rows (Wo < L: small planes) need no scalar divisions.
     template <int N>
+    // (Every share + 0, so that input sums of -0 shares are +0: see plus_zero.)
     void shares_same(const T* const* rows, index_t n, T f, T* sh, const T* end) const noexcept {
         const V fv = V::splat(f);
         index_t u = 0;
         if (fixed_) {
-            for (; u + L <= Wo_; u += L) (vsum<N>(rows, n, u) / fv).store(sh + u);
+            for (; u + L <= Wo_; u += L) plus_zero(vsum<N>(rows, n, u) / fv).store(sh + u);
         } else {
-            for (; u + L <= Wo_; u += L) (vsum<N>(rows, n, u) / (fv * V::load(bdiv_ + u))).store(sh + u);
+            for (; u + L <= Wo_; u += L) plus_zero(vsum<N>(rows, n, u) / (fv * V::load(bdiv_ + u))).store(sh + u);
         }
         if (u == Wo_) return;
         bool fits = true;
         for (index_t i = 0; i < n; ++i) fits = fits && rows[i] + u + L <= end;
         if (fits) {
             const V acc = vsum<N>(rows, n, u);
-            const V q = fixed_ ? acc / fv : acc / (fv * V::load(bdiv_ + u));
+            const V q = plus_zero(fixed_ ? acc / fv : acc / (fv * V::load(bdiv_ + u)));
             q.bit_and(V::load(lane_mask_ + L - (Wo_ - u))).store(sh + u);
             return;
         }
         for (; u < Wo_; ++u) {
             T acc = rows[0][u];
             for (index_t i = 1; i < n; ++i) acc += rows[i][u];
-            sh[u] = fixed_ ? acc / f : acc / (f * bdiv_[u]);
+            sh[u] = (fixed_ ? acc / f : acc / (f * bdiv_[u])) + T(0);
         }
     }
     void shares(const T* const* rows, const T* factor, index_t n, T* sh, const T* end) const noexcept {
@@ -662,12 +663,12 @@ private:
         for (; u + L <= Wo_; u += L) {
             V acc = V::load(rows[0] + u) / V::splat(factor[0]);
             for (index_t i = 1; i < n; ++i) acc = acc + V::load(rows[i] + u) / V::splat(factor[i]);
-            (acc / V::load(bdiv_ + u)).store(sh + u);
+            plus_zero(acc / V::load(bdiv_ + u)).store(sh + u);
         }
         for (; u < Wo_; ++u) {
             T acc = rows[0][u] / factor[0];
             for (index_t i = 1; i < n; ++i) acc += rows[i][u] / factor[i];
-            sh[u] = acc / bdiv_[u];
+            sh[u] = acc / bdiv_[u] + T(0);
         }
         (void)end;
     }

@@ -326,7 +326,7 @@ private:
                 acc[i] = even + odd;  // lanes: acc[2i]'s pair sums, then acc[2i + 1]'s
             }
         }
-        V r = acc[0];
+        V r = plus_zero(acc[0]);
         if (op_ == pool_op::average)
             r = global_empty_ ? V::splat(empty_window_value<T>(p_.empty_window_nan)) : r / V::splat(static_cast<T>(global_div_));
         if (count == L) {
@@ -341,7 +341,7 @@ private:
     void global(const M* src, M* dst, index_t n) const {
         const double sum = contiguous_sum(src, n);
         if (op_ == pool_op::sum) {
-            sstore(static_cast<T>(sum), dst);
+            sstore(static_cast<T>(sum) + T(0), dst);
             return;
         }
         sstore(global_empty_ ? empty_window_value<T>(p_.empty_window_nan) : static_cast<T>(sum / global_div_), dst);
@@ -568,13 +568,12 @@ private:
     }
 
     // Divides (for averages) and stores the outputs u .. u + L - 1, or only those below wt.
+    // (+ 0: sums start from the first tap; see plus_zero.)
     static void finish(M* out, index_t u, V acc, bool average, const row_divisor& div) noexcept {
-        if (average) acc = acc / div.at(u);
-        vstore(acc, out + u);
+        vstore(plus_zero(average ? acc / div.at(u) : acc), out + u);
     }
     static void finish_tail(M* out, index_t u, index_t wt, V acc, bool average, const row_divisor& div) noexcept {
-        if (average) acc = acc / div.at(u);
-        vstore_n(acc, out + u, wt - u);
+        vstore_n(plus_zero(average ? acc / div.at(u) : acc), out + u, wt - u);
     }
 
     // Dilation 1, K taps, stride S in {1, 2}: tap j of output u is at ph[j % S][u + j / S].
@@ -613,7 +612,7 @@ private:
             const T* x = buf + w[u].first;
             T acc = x[0];
             for (index_t i = 1; i < w[u].count; ++i) acc += x[i];
-            sstore(average ? acc / div.at1(u) : acc, out + u);
+            sstore((average ? acc / div.at1(u) : acc) + T(0), out + u);
         }
     }
 
@@ -622,7 +621,7 @@ private:
         for (index_t u = 0; u < wt; ++u) {
             T acc = buf[u * s_];
             for (index_t j = 1; j < k_; ++j) acc += buf[u * s_ + j * d_];
-            sstore(average ? acc / div.at1(u) : acc, out + u);
+            sstore((average ? acc / div.at1(u) : acc) + T(0), out + u);
         }
     }
 

@@ -333,7 +333,8 @@ private:
               d(V::splat(ds)),
               r(V::splat(rs)),
               exact(power_of_two(div)) {}
-        AVGPOOL_ALWAYS_INLINE V operator()(V a) const noexcept { return exact ? a * r : divide_rounded(a, d, r); }
+        // (The product + 0, as divide_rounded's result: see plus_zero.)
+        AVGPOOL_ALWAYS_INLINE V operator()(V a) const noexcept { return exact ? scale_plus_zero(a, r) : divide_rounded(a, d, r); }
     };
 
     // The quotient for a run of outputs whose divisor rarely changes (an exclude-pad row
@@ -547,7 +548,8 @@ private:
                 }
             });
             vpair<T> acc = ring_sum<K>(col);
-            if constexpr (Div == 1) acc = {acc.a * r, acc.b * r};
+            if constexpr (Div == 0) acc = {plus_zero(acc.a), plus_zero(acc.b)};  // (see plus_zero)
+            if constexpr (Div == 1) acc = {scale_plus_zero(acc.a, r), scale_plus_zero(acc.b, r)};
             if constexpr (Div == 2) acc = {divide_rounded(acc.a, d, r), divide_rounded(acc.b, d, r)};
             vstore_pair(acc, o + j);
         }
@@ -562,7 +564,7 @@ private:
             vpair<T> col[K];
             unrolled<K>([&](auto t) { col[t] = ring_load(all[t], i); });
             vpair<T> acc = ring_sum<K>(col);
-            if (average) acc = {dv(acc.a), dv(acc.b)};
+            acc = average ? vpair<T>{dv(acc.a), dv(acc.b)} : vpair<T>{plus_zero(acc.a), plus_zero(acc.b)};
             vstore_pair(acc, o + std::min(i, cb - P));
         }
     }
@@ -682,7 +684,7 @@ private:
             const quotient_by dv = dvc(div.scalar(ow));
             for (int g = 0; g < G; ++g) vstore(dv(a[g]), o + g * L);
         } else {
-            for (int g = 0; g < G; ++g) vstore(a[g], o + g * L);
+            for (int g = 0; g < G; ++g) vstore(plus_zero(a[g]), o + g * L);  // (see plus_zero)
         }
     }
 
@@ -941,6 +943,11 @@ private:
                     a1 = dv(a1);
                     a2 = dv(a2);
                     a3 = dv(a3);
+                } else {  // (see plus_zero)
+                    a0 = plus_zero(a0);
+                    a1 = plus_zero(a1);
+                    a2 = plus_zero(a2);
+                    a3 = plus_zero(a3);
                 }
                 vstore(a0, o + i);
                 vstore(a1, o + i + L);
@@ -954,8 +961,7 @@ private:
                     p += step;
                     a = a + vload(p);
                 }
-                if (average) a = dv(a);
-                put(o + i, room - i, a);
+                put(o + i, room - i, average ? dv(a) : plus_zero(a));
             }
         }
     }
@@ -1086,7 +1092,7 @@ void cl_kernel<T, R, M>::slices(buffers& b, const M* src, M* dst, const window& 
         global_level<0>(b.buf, first + c0, nv, cb, b.buf, true, w0.count);
         for (index_t v = 0; v < nv; ++v) {
             const V a = V::load(b.buf + v * L);
-            vstore(average ? dv(a) : a, dst + c0 + std::min(v * L, cb - L));
+            vstore(average ? dv(a) : plus_zero(a), dst + c0 + std::min(v * L, cb - L));
         }
         if (c0 + cb >= C_) break;
     }

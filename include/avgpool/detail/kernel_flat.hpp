@@ -274,8 +274,7 @@ private:
             for (index_t u = 0; u < Wo_; u += L) {
                 V acc = V::load(src[0] + u);
                 for (int j = 1; j < K; ++j) acc = acc + V::load(src[j] + u);
-                if (average) acc = acc / V::load(div + u);
-                acc.store(out + u);
+                plus_zero(average ? acc / V::load(div + u) : acc).store(out + u);
             }
             if (++oh == Ho) oh = 0;
         }

@@ -84,7 +84,7 @@ public:
                     if (in_end - (bot + x) < 2 * L) break;  // over-reads must stay in the input
                     V e, o;
                     deinterleave2(vload(top + x) + vload(bot + x), vload(top + x + L) + vload(bot + x + L), e, o);
-                    const V v = (e + o) * sc;
+                    const V v = scale_plus_zero(e + o, sc);  // (+ 0: see plus_zero)
                     if (dst + u + L <= out_end) {
                         vstore(v, dst + u);  // a spill past the row is overwritten by later rows
                     } else {  // never past this call's outputs: another thread may own them
@@ -93,7 +93,7 @@ public:
                 }
                 for (; u < Wo; ++u) {
                     const T a = sload(top[2 * u]) + sload(bot[2 * u]), b = sload(top[2 * u + 1]) + sload(bot[2 * u + 1]);
-                    sstore((a + b) * scale, dst + u);
+                    sstore((a + b) * scale + T(0), dst + u);
                 }
             }
         }
@@ -114,7 +114,7 @@ public:
                 T* bot = top + W;
                 // L shares (from output column u) onto 2L columns of both rows.
                 auto put = [&](index_t u) {
-                    const V v = V::load(g + u) * sc;
+                    const V v = scale_plus_zero(V::load(g + u), sc);
                     V lo, hi;
                     interleave2(v, v, lo, hi);
                     lo.store(top + 2 * u);
@@ -132,7 +132,7 @@ public:
                     u = Wo;
                 }
                 for (; u < Wo; ++u) {
-                    const T v = g[u] * bscale;
+                    const T v = g[u] * bscale + T(0);
                     top[2 * u] = top[2 * u + 1] = bot[2 * u] = bot[2 * u + 1] = v;
                 }
                 for (index_t x = 2 * Wo; x < W; ++x) top[x] = bot[x] = T(0);

@@ -535,7 +535,13 @@ private:
         };
         // Outputs o0 .. of row r of output plane y under keep.
         auto finish = [&](M* y, __m512 v, index_t r, index_t o0, __mmask16 keep) {
-            if (rdiv != nullptr) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(keep, rdiv + r * Wo + o0));
+            // (+ 0, fused into the scaling: see plus_zero.)
+            const __m512 zero = _mm512_setzero_ps();
+            if (rdiv != nullptr) {
+                v = _mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(keep, rdiv + r * Wo + o0), zero);
+            } else {
+                v = _mm512_add_ps(v, zero);
+            }
             masked_store(y + r * Wo + o0, keep, v);
         };
         // The vertical sum of output row r's input rows of plane x, columns [col, col + 16)
@@ -781,7 +787,7 @@ private:
         auto scale = [&](const float* g, float* sc) {
             for (index_t i = s0; i < s1; i += 16) {
                 const __mmask16 m = static_cast<__mmask16>(s1 - i >= 16 ? 0xffffu : (1u << (s1 - i)) - 1u);
-                _mm512_mask_storeu_ps(sc + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, rdiv + i)));
+                _mm512_mask_storeu_ps(sc + i, m, _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, rdiv + i), _mm512_setzero_ps()));
             }
         };
         // Room for n planes (each after its zeros), uninitialized but for the zeros before
@@ -825,7 +831,7 @@ private:
                     for (index_t y = y0; y < y1; ++y) {
                         const index_t* l = list + y * kc;
                         const __m512 v = perm_sum<V>(kc, [&](index_t i) {
-                            return l[i] < 0 ? zero : _mm512_mul_ps(_mm512_maskz_loadu_ps(keep, g + l[i]), _mm512_maskz_loadu_ps(keep, rdiv + l[i]));
+                            return l[i] < 0 ? zero : _mm512_fmadd_ps(_mm512_maskz_loadu_ps(keep, g + l[i]), _mm512_maskz_loadu_ps(keep, rdiv + l[i]), zero);
                         });
                         _mm512_mask_storeu_ps(x + y * W, lo, half(v, 0));
                         if (hi != 0) _mm512_mask_storeu_ps(x + y * W + 16, hi, half(v, 1));
@@ -971,7 +977,8 @@ private:
                 return _mm512_add_ps(a, _mm512_maskz_permutex2var_ps(hmask_[perm_max_taps + t], sv[2], ib[t], sv[3]));
             };
             __m512 acc = perm_sum<KH>(kh, hsum);
-            if (rdiv != nullptr) acc = _mm512_mul_ps(acc, scale);
+            // (+ 0, fused into the scaling: see plus_zero.)
+            acc = _mm512_fmadd_ps(acc, scale, _mm512_setzero_ps());  // (scale is 1 for sums)
             masked_store(out + c * os, keep, acc);
         }
     }

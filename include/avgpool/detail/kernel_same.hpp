@@ -166,8 +166,9 @@ public:
         for (index_t item = item_begin; item < item_end; ++item) {
             const T* g = grad_out + item * n_;
             index_t i = 0;
-            for (; i + L <= n_; i += L) (V::load(g + i) * V::load(rgrid_ + i)).store(gs + i);
-            for (; i < n_; ++i) gs[i] = g[i] * rgrid_[i];
+            // (+ 0: see plus_zero.)
+            for (; i + L <= n_; i += L) scale_plus_zero(V::load(g + i), V::load(rgrid_ + i)).store(gs + i);
+            for (; i < n_; ++i) gs[i] = g[i] * rgrid_[i] + T(0);
             if (strip3_)
                 strip3(scaled.get(), scaled.get() + scaled_size, gs, grad_in + item * n_, 1);
             else
@@ -228,7 +229,7 @@ private:
                 E* y = dst + c * n_;
                 auto load = [&](index_t j) {
                     const __m512 v = vload(x + 16 * j).v;
-                    return Scaled ? _mm512_mul_ps(v, _mm512_loadu_ps(rgrid_ + 16 * j)) : v;
+                    return Scaled ? _mm512_fmadd_ps(v, _mm512_loadu_ps(rgrid_ + 16 * j), zero) : v;  // (+ 0: plus_zero)
                 };
                 __m512 prev = zero, cur = load(0), next = nv > 1 ? load(1) : zero;
                 __m512 vprev = zero, vcur = vsum(prev, cur, next);
@@ -243,7 +244,11 @@ private:
                     const __m512 left = across(not_first, vcur, vprev, std::integral_constant<int, 15>{});
                     const __m512 right = across(not_last, vnext, vcur, std::integral_constant<int, 1>{});
                     __m512 acc = _mm512_add_ps(_mm512_add_ps(left, vcur), right);
-                    if (average) acc = _mm512_mul_ps(acc, _mm512_loadu_ps(rgrid_ + 16 * j));
+                    if (average) {
+                        acc = _mm512_fmadd_ps(acc, _mm512_loadu_ps(rgrid_ + 16 * j), zero);
+                    } else {
+                        acc = _mm512_add_ps(acc, zero);
+                    }
                     vstore(V{acc}, y + 16 * j);
                     vprev = vcur;
                     vcur = vnext;
@@ -310,8 +315,8 @@ private:
                     if (t >= nv) return zero;
                     __m512 v = t + 1 < nv ? static_cast<__m512>(vload(x + 16 * t).v) : masked_load(tail, x + 16 * t);
                     if constexpr (Scaled) {
-                        v = _mm512_mul_ps(v, t + 1 < nv ? _mm512_loadu_ps(rgrid + 16 * t)
-                                                        : _mm512_maskz_loadu_ps(tail, rgrid + 16 * t));
+                        v = _mm512_fmadd_ps(v, t + 1 < nv ? _mm512_loadu_ps(rgrid + 16 * t) : _mm512_maskz_loadu_ps(tail, rgrid + 16 * t),
+                                            zero);  // (+ 0: plus_zero)
                     }
                     return v;
                 };
@@ -340,10 +345,18 @@ private:
                     const __m512 down = _mm512_permutex2var_ps(h[NH - 2], down_idx, h[NH - 1]);
                     __m512 acc = _mm512_add_ps(_mm512_add_ps(up, h[Q + 1]), down);
                     if (j + 1 < nv) {
-                        if (average) acc = _mm512_mul_ps(acc, _mm512_loadu_ps(rgrid + 16 * j));
+                        if (average) {
+                            acc = _mm512_fmadd_ps(acc, _mm512_loadu_ps(rgrid + 16 * j), zero);
+                        } else {
+                            acc = _mm512_add_ps(acc, zero);
+                        }
                         vstore(V{acc}, y + 16 * j);
                     } else {
-                        if (average) acc = _mm512_mul_ps(acc, _mm512_maskz_loadu_ps(tail, rgrid + 16 * j));
+                        if (average) {
+                            acc = _mm512_fmadd_ps(acc, _mm512_maskz_loadu_ps(tail, rgrid + 16 * j), zero);
+                        } else {
+                            acc = _mm512_add_ps(acc, zero);
+                        }
                         masked_store(y + 16 * j, tail, acc);
                     }
                     // Slide: H[j + Q + 2] enters (inputs up to j + Q + 3).
@@ -420,9 +433,8 @@ private:
             E* o = dst0 + k * n + c;
             // Output row r with reciprocals rec, then the window slides down a row.
             auto emit = [&](V rec) AVGPOOL_INLINE_LAMBDA {
-                V acc = (hu + hm) + hd;
-                if (average) acc = acc * rec;
-                vstore(acc, o);
+                const V acc = (hu + hm) + hd;
+                vstore(average ? scale_plus_zero(acc, rec) : plus_zero(acc), o);
                 o += W;
                 hu = hm;
                 hm = hd;
@@ -527,8 +539,11 @@ private:
             for (int t = 2; t < K; ++t) shared = shared + V::load(h + t * W);
             V first = V::load(h) + shared, second = shared + V::load(h + K * W);
             if (average) {
-                first = first * V::load(rgrid_ + i);
-                second = second * V::load(rgrid_ + i + W);
+                first = scale_plus_zero(first, V::load(rgrid_ + i));
+                second = scale_plus_zero(second, V::load(rgrid_ + i + W));
+            } else {
+                first = plus_zero(first);
+                second = plus_zero(second);
             }
             vstore(first, out + i);
             vstore(second, out + i + W);
@@ -612,7 +627,7 @@ private:
         auto at = [&](index_t i) {
             V acc = V::load(hs + i);
             for (int t = 1; t < K; ++t) acc = acc + V::load(hs + i + t * W);
-            return average ? acc * V::load(rgrid + i) : acc;
+            return average ? scale_plus_zero(acc, V::load(rgrid + i)) : plus_zero(acc);  // (see plus_zero)
         };
         index_t i = i0;
         for (; i + L <= i1; i += L) vstore(at(i), out + i);

@@ -155,7 +155,7 @@ public:
         const T* scale = p_.template plane_reciprocals<T>();
         each_tile(grad_out, os_, grad_in, xs_, item_begin, item_end, [this, scale](T* a, T* b, index_t P) {
             for (index_t o = 0; o < os_; ++o)
-                for (index_t u = 0; u < P; u += L) (V::load(a + o * P + u) * V::splat(scale[o])).store(a + o * P + u);
+                for (index_t u = 0; u < P; u += L) scale_plus_zero(V::load(a + o * P + u), V::splat(scale[o])).store(a + o * P + u);
             for (std::size_t ax = R; ax-- > 0;) {
                 expand(ax, a, b, P);
                 std::swap(a, b);
@@ -260,9 +260,8 @@ private:
     static void taps(const T* first, index_t n, index_t step, index_t len, bool divide, T scale, T* out) noexcept {
         const V f = V::splat(scale);
         for (index_t j = 0; j < len; j += L) {
-            V acc = sum_taps<N>(n, [&](index_t t) { return first + t * step + j; });
-            if (divide) acc = acc * f;
-            acc.store(out + j);
+            const V acc = sum_taps<N>(n, [&](index_t t) { return first + t * step + j; });
+            (divide ? scale_plus_zero(acc, f) : plus_zero(acc)).store(out + j);  // (see plus_zero)
         }
     }
 

@@ -215,6 +215,25 @@ inline bool power_of_two(T div) noexcept {
     return (bits & ((U(1) << frac_bits) - 1)) == 0 && (bits >> frac_bits) != 0;
 }
 
+/// x + 0: -0 becomes +0, every other value stays. A window of -0 inputs then gives +0, as
+/// the reference's sum from 0 does (and PyTorch's, oneDNN's and OpenVINO's CPU kernels'), where
+/// a sum started from its first tap would keep -0.
+template <class T>
+AVGPOOL_ALWAYS_INLINE vec<T> plus_zero(const vec<T>& x) noexcept {
+    return x + vec<T>::splat(T(0));
+}
+
+/// x * r + 0 (plus_zero of the product), one fused instruction where the target has one (the
+/// product is rounded once either way, so it equals x * r but for the sign of a zero).
+template <class T>
+AVGPOOL_ALWAYS_INLINE vec<T> scale_plus_zero(const vec<T>& x, const vec<T>& r) noexcept {
+    if constexpr (has_fused_mul_add<T>()) {
+        return fused_mul_add(x, r, vec<T>::splat(T(0)));
+    } else {
+        return x * r + vec<T>::splat(T(0));
+    }
+}
+
 /// a / d given r = 1 / d rounded to nearest in T: with a fused multiply-add, the reciprocal's
 /// product q then q + (a - q d) r with the residual exact (Markstein's correction), which
 /// costs less than a vector division and is the correctly rounded quotient for every normal
@@ -231,7 +250,7 @@ inline vec<T> divide_rounded(const vec<T>& a, const vec<T>& d, const vec<T>& r) 
         return fused_mul_add(e, r, q);
     } else {
         (void)r;
-        return a / d;
+        return plus_zero(a / d);  // as the fused form gives: -0 / d is +0 there
     }
 }
 
