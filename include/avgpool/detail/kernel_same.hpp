@@ -244,9 +244,10 @@ private:
                     const __m512 left = across(not_first, vcur, vprev, std::integral_constant<int, 15>{});
                     const __m512 right = across(not_last, vnext, vcur, std::integral_constant<int, 1>{});
                     __m512 acc = _mm512_add_ps(_mm512_add_ps(left, vcur), right);
+                    // (+ 0: see plus_zero; backward's scaled shares already are.)
                     if (average) {
                         acc = _mm512_fmadd_ps(acc, _mm512_loadu_ps(rgrid_ + 16 * j), zero);
-                    } else {
+                    } else if constexpr (!Scaled) {
                         acc = _mm512_add_ps(acc, zero);
                     }
                     vstore(V{acc}, y + 16 * j);
@@ -345,16 +346,17 @@ private:
                     const __m512 down = _mm512_permutex2var_ps(h[NH - 2], down_idx, h[NH - 1]);
                     __m512 acc = _mm512_add_ps(_mm512_add_ps(up, h[Q + 1]), down);
                     if (j + 1 < nv) {
+                        // (+ 0: see plus_zero; backward's scaled shares already are.)
                         if (average) {
                             acc = _mm512_fmadd_ps(acc, _mm512_loadu_ps(rgrid + 16 * j), zero);
-                        } else {
+                        } else if constexpr (!Scaled) {
                             acc = _mm512_add_ps(acc, zero);
                         }
                         vstore(V{acc}, y + 16 * j);
                     } else {
                         if (average) {
                             acc = _mm512_fmadd_ps(acc, _mm512_maskz_loadu_ps(tail, rgrid + 16 * j), zero);
-                        } else {
+                        } else if constexpr (!Scaled) {
                             acc = _mm512_add_ps(acc, zero);
                         }
                         masked_store(y + 16 * j, tail, acc);
