@@ -687,25 +687,18 @@ void global_vs_reference(int cases, avgpool::layout layout) {
     }
 }
 
-TEST(Backward, GlobalChannelsLastExact) {
-    const auto cl = avgpool::layout::channels_last;
-    global_vs_reference<float, 1>(40, cl);
-    global_vs_reference<double, 2>(40, cl);
-    global_vs_reference<float, 3>(40, cl);
-    global_vs_reference<float, 4>(12, cl);
-    global_vs_reference<avgpool::bfloat16, 2>(20, cl);
-    global_vs_reference<avgpool::float16, 1>(20, cl);
+void global_suite(avgpool::layout layout) {
+    global_vs_reference<float, 1>(40, layout);
+    global_vs_reference<double, 2>(40, layout);
+    global_vs_reference<float, 3>(40, layout);
+    global_vs_reference<float, 4>(12, layout);
+    global_vs_reference<avgpool::bfloat16, 2>(20, layout);
+    global_vs_reference<avgpool::float16, 1>(20, layout);
 }
 
-TEST(Backward, GlobalChannelsFirstExact) {
-    const auto cf = avgpool::layout::channels_first;
-    global_vs_reference<float, 1>(40, cf);
-    global_vs_reference<double, 2>(40, cf);
-    global_vs_reference<float, 3>(40, cf);
-    global_vs_reference<float, 4>(12, cf);
-    global_vs_reference<avgpool::bfloat16, 2>(20, cf);
-    global_vs_reference<avgpool::float16, 1>(20, cf);
-}
+TEST(Backward, GlobalChannelsLastExact) { global_suite(avgpool::layout::channels_last); }
+
+TEST(Backward, GlobalChannelsFirstExact) { global_suite(avgpool::layout::channels_first); }
 
 // Windows covering every axis but the first whole (i3d's 2x7x7 on 8x7x7): the path that fills
 // each first-axis slice with one value. Any first-axis window, pads, every divisor type.

@@ -1188,58 +1188,36 @@ void signed_zero(const char* name, const avgpool::dims<R + 2>& s, const avgpool:
     }
 }
 
+// R-D attributes with the same kernel, stride and pads on every axis.
+template <std::size_t R>
+avgpool::pool_attrs<R> even_attrs(index_t k, index_t s, index_t pb, index_t pe) {
+    avgpool::pool_attrs<R> a;
+    a.kernel.fill(k);
+    a.strides.fill(s);
+    a.pads_begin.fill(pb);
+    a.pads_end.fill(pe);
+    return a;
+}
+
 template <class T>
 void signed_zero_all() {
-    avgpool::pool_attrs<2> a;
-    a.kernel = {3, 3};
-    a.strides = {2, 2};
-    a.pads_begin = {1, 1};
-    a.pads_end = {1, 1};
-    signed_zero<T, 2>("3x3 stride 2 on 7x7", {1, 64, 7, 7}, a);
-    signed_zero<T, 2>("3x3 stride 2 on 14x14", {1, 40, 14, 14}, a);
-    signed_zero<T, 2>("3x3 stride 2 on 56x56", {1, 24, 56, 56}, a);
-    a.strides = {1, 1};
-    signed_zero<T, 2>("3x3 stride 1 on 8x8", {1, 32, 8, 8}, a);
-    signed_zero<T, 2>("3x3 stride 1 on 35x35", {1, 32, 35, 35}, a);
-    signed_zero<T, 2>("3x3 stride 1 on 120x120", {1, 3, 120, 120}, a);
-    avgpool::pool_attrs<2> b;
-    b.kernel = {2, 2};
-    b.strides = {2, 2};
-    signed_zero<T, 2>("2x2 stride 2 on 28x28", {1, 32, 28, 28}, b);
-    signed_zero<T, 2>("2x2 stride 2 on 14x14", {1, 64, 14, 14}, b);
-    avgpool::pool_attrs<2> gl;
-    gl.kernel = {7, 7};
-    signed_zero<T, 2>("global 7x7", {1, 64, 7, 7}, gl);
-    gl.kernel = {56, 56};
-    signed_zero<T, 2>("global 56x56", {1, 8, 56, 56}, gl);
-    avgpool::pool_attrs<2> k7;
-    k7.kernel = {7, 7};
-    k7.pads_begin = {3, 3};
-    k7.pads_end = {3, 3};
-    signed_zero<T, 2>("7x7 stride 1 on 40x40", {1, 16, 40, 40}, k7);
-    avgpool::pool_attrs<2> k5;
-    k5.kernel = {5, 5};
-    k5.strides = {3, 3};
-    k5.pads_begin = {2, 2};
-    k5.pads_end = {2, 2};
-    signed_zero<T, 2>("5x5 stride 3 on 50x50", {1, 16, 50, 50}, k5);
-    avgpool::pool_attrs<1> o;
-    o.kernel = {3};
-    o.strides = {2};
-    o.pads_end = {1};
-    signed_zero<T, 1>("1-D 3 stride 2 on 32", {1, 64, 32}, o);
-    o.kernel = {25};
-    o.strides = {1};
-    o.pads_begin = {12};
-    o.pads_end = {12};
-    signed_zero<T, 1>("1-D 25 stride 1 on 120", {1, 16, 120}, o);
-    avgpool::pool_attrs<3> t;
-    t.kernel = {3, 3, 3};
-    t.strides = {2, 2, 2};
-    t.pads_end = {1, 1, 1};
-    signed_zero<T, 3>("3x3x3 stride 2 on 16^3", {1, 8, 16, 16, 16}, t);
+    signed_zero<T, 2>("3x3 stride 2 on 7x7", {1, 64, 7, 7}, even_attrs<2>(3, 2, 1, 1));
+    signed_zero<T, 2>("3x3 stride 2 on 14x14", {1, 40, 14, 14}, even_attrs<2>(3, 2, 1, 1));
+    signed_zero<T, 2>("3x3 stride 2 on 56x56", {1, 24, 56, 56}, even_attrs<2>(3, 2, 1, 1));
+    signed_zero<T, 2>("3x3 stride 1 on 8x8", {1, 32, 8, 8}, even_attrs<2>(3, 1, 1, 1));
+    signed_zero<T, 2>("3x3 stride 1 on 35x35", {1, 32, 35, 35}, even_attrs<2>(3, 1, 1, 1));
+    signed_zero<T, 2>("3x3 stride 1 on 120x120", {1, 3, 120, 120}, even_attrs<2>(3, 1, 1, 1));
+    signed_zero<T, 2>("2x2 stride 2 on 28x28", {1, 32, 28, 28}, even_attrs<2>(2, 2, 0, 0));
+    signed_zero<T, 2>("2x2 stride 2 on 14x14", {1, 64, 14, 14}, even_attrs<2>(2, 2, 0, 0));
+    signed_zero<T, 2>("global 7x7", {1, 64, 7, 7}, even_attrs<2>(7, 1, 0, 0));
+    signed_zero<T, 2>("global 56x56", {1, 8, 56, 56}, even_attrs<2>(56, 1, 0, 0));
+    signed_zero<T, 2>("7x7 stride 1 on 40x40", {1, 16, 40, 40}, even_attrs<2>(7, 1, 3, 3));
+    signed_zero<T, 2>("5x5 stride 3 on 50x50", {1, 16, 50, 50}, even_attrs<2>(5, 3, 2, 2));
+    signed_zero<T, 1>("1-D 3 stride 2 on 32", {1, 64, 32}, even_attrs<1>(3, 2, 0, 1));
+    signed_zero<T, 1>("1-D 25 stride 1 on 120", {1, 16, 120}, even_attrs<1>(25, 1, 12, 12));
+    signed_zero<T, 3>("3x3x3 stride 2 on 16^3", {1, 8, 16, 16, 16}, even_attrs<3>(3, 2, 0, 1));
+    avgpool::pool_attrs<3> t = even_attrs<3>(2, 2, 1, 0);
     t.kernel = {2, 4, 3};
-    t.pads_begin = {1, 1, 1};
     t.pads_end = {0, 1, 0};
     signed_zero<T, 3>("2x4x3 stride 2 on 12x30x42", {1, 9, 12, 30, 42}, t);
 }
