@@ -1162,12 +1162,12 @@ namespace {
 // oneDNN's and OpenVINO's CPU kernels do), and every fast kernel ends in plus_zero where its
 // sum starts from the first tap. All -0 in, through average, sum and backward, both layouts,
 // on geometries that reach every kernel family (same-grid, pair, permute, tile, block, row,
-// global, channels-last register, ring and slice paths, both backward forms).
-template <class T, std::size_t R>
-void signed_zero(const char* name, const avgpool::dims<R + 2>& s, const avgpool::pool_attrs<R>& a) {
+// global, channels-last register, ring and slice paths, both backward forms) and adaptive plans.
+template <class T, std::size_t R, class Make>
+void signed_zero_plans(const char* name, Make&& make) {
     for (auto layout : {avgpool::layout::channels_first, avgpool::layout::channels_last}) {
         SCOPED_TRACE(std::string(name) + (layout == avgpool::layout::channels_first ? " channels-first" : " channels-last"));
-        auto plan = avgpool::pooling<R>::create(s, a, layout);
+        auto plan = make(layout);
         ASSERT_TRUE(plan.ok());
         const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), n_out = static_cast<std::size_t>(plan->output_size());
         const std::vector<T> in(n_in, T(-0.0f)), g(n_out, T(-0.0f));
@@ -1186,6 +1186,16 @@ void signed_zero(const char* name, const avgpool::dims<R + 2>& s, const avgpool:
         for (std::size_t i = 0; i < n_in; ++i)
             ASSERT_TRUE(plus_zero(gi[i])) << "backward, input " << i << ": " << avgpool::detail::to_double(gi[i]);
     }
+}
+
+template <class T, std::size_t R>
+void signed_zero(const char* name, const avgpool::dims<R + 2>& s, const avgpool::pool_attrs<R>& a) {
+    signed_zero_plans<T, R>(name, [&](avgpool::layout layout) { return avgpool::pooling<R>::create(s, a, layout); });
+}
+
+template <class T, std::size_t R>
+void signed_zero_adaptive(const char* name, const avgpool::dims<R + 2>& s, const avgpool::dims<R>& o) {
+    signed_zero_plans<T, R>(name, [&](avgpool::layout layout) { return avgpool::pooling<R>::create_adaptive(s, o, layout); });
 }
 
 // R-D attributes with the same kernel, stride and pads on every axis.
@@ -1220,6 +1230,10 @@ void signed_zero_all() {
     t.kernel = {2, 4, 3};
     t.pads_end = {0, 1, 0};
     signed_zero<T, 3>("2x4x3 stride 2 on 12x30x42", {1, 9, 12, 30, 42}, t);
+    signed_zero_adaptive<T, 2>("adaptive 60x60 to 6x6", {1, 32, 60, 60}, {6, 6});
+    signed_zero_adaptive<T, 2>("adaptive 5x5 to 9x9", {1, 16, 5, 5}, {9, 9});
+    signed_zero_adaptive<T, 1>("adaptive 100 to 7", {1, 16, 100}, {7});
+    signed_zero_adaptive<T, 3>("adaptive 8x14x14 to 2x3x3", {1, 16, 8, 14, 14}, {2, 3, 3});
 }
 
 }  // namespace
