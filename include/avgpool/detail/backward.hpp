@@ -207,7 +207,7 @@ template <class T, std::size_t R>
 bool backward_cf_applicable(const plan_data<R>& p) noexcept {
     if (!std::is_floating_point<T>::value) return false;
     if (R > 3 || p.memory_layout != layout::channels_first) return false;
-    if (p.global) return true;  // a fill; the one share is computed in double
+    if (p.global) return true;  // backward_cf_global's fill
     // Divisors are formed in T, as in forward: they must be exact integers there.
     if (p.max_divisor > exact_integer_limit<T>() || !backward_rows_fit<R>(p)) return false;
     const pool_geometry<R>& g = p.geometry;
@@ -229,6 +229,9 @@ bool backward_rows_kept(const plan_data<R>& p) noexcept {
     return rows * taps <= bw_table_taps;
 }
 
+template <class T, std::size_t R, class M = T>
+class backward_cf_global;  // (below: global plans of backward_cf run it)
+
 /// The orders backward_cf can run in (best: flat where it fits, else ring, else per row).
 enum class backward_order { best, ring, per_row };
 
@@ -245,7 +248,7 @@ enum class backward_order { best, ring, per_row };
 ///   are summed vertically on the narrow output width and divided, then expanded straight
 ///   into the input row.
 /// An input row whose covering outputs equal the previous row's copies that row (a slab for
-/// R = 3); global pools are a fill.
+/// R = 3); global pools are backward_cf_global's fill.
 template <class T, std::size_t R>
 class backward_cf {
     using V = vec<T>;
@@ -307,7 +310,7 @@ public:
     void run(const T* grad_out, T* grad_in, index_t item_begin, index_t item_end) const {
         const index_t in_plane = p_.input_spatial_volume(), out_plane = p_.output_spatial_volume();
         if (p_.global) {
-            for (index_t item = item_begin; item < item_end; ++item) global(grad_out[item], grad_in + item * in_plane, in_plane);
+            backward_cf_global<T, R>(p_).run_planes(grad_out, grad_in, item_begin, item_end);
             return;
         }
         buffers b;
@@ -366,15 +369,6 @@ private:
         } else {
             per_row(b, go, gi, r0, r1);
         }
-    }
-
-    // Every input of the plane takes the one output's share.
-    void global(T g, T* dst, index_t n) const {
-        const window* w[R];
-        for (std::size_t a = 0; a < R; ++a) w[a] = p_.axis(a);
-        bool empty = false;
-        const double div = window_divisor<R>(p_, w, empty);
-        fill(dst, n, empty ? T(0) : static_cast<T>(static_cast<double>(g) / div));
     }
 
     // dst[0, n) = v in whole vectors (std::fill of a float is a scalar loop at -O2); the tail
@@ -789,10 +783,12 @@ bool backward_cl_applicable(const plan_data<R>& p) noexcept {
 }
 
 /// Whether backward_cl_global (channels-last) or backward_cf_global (channels-first) runs the
-/// plan (T: the compute type): a global pool (any rank) whose one divisor is exact in T.
+/// plan (T: the compute type): a global pool (any rank) whose one divisor is exact in T
+/// (channels-last divides whole vectors in T) or, channels-first, in double.
 template <class T, std::size_t R>
 bool backward_global_applicable(const plan_data<R>& p) noexcept {
-    return std::is_floating_point<T>::value && p.global && p.max_divisor >= 1.0 && p.max_divisor <= exact_integer_limit<T>();
+    const double limit = p.memory_layout == layout::channels_first ? exact_integer_limit<double>() : exact_integer_limit<T>();
+    return std::is_floating_point<T>::value && p.global && p.max_divisor >= 1.0 && p.max_divisor <= limit;
 }
 
 /// The channels-last backward of a global pool: every input of image n receives n's
@@ -869,13 +865,15 @@ private:
 };
 
 /// The channels-first backward of a global pool: plane c of grad_in is grad_out[c] / divisor
-/// (correctly rounded, + 0 as backward_cl_global). The planes are one run of memory, filled
+/// (+ 0 as backward_cl_global), divided in double: a float quotient comes out as float
+/// division rounds it (53 >= 2 * 24 + 2 bits), and divisors past float's 2^24 (planes of
+/// 4096x4096 and more) stay exact. The planes are one run of memory, filled
 /// in aligned vectors, a vector that straddles two planes blending their values: 1024 planes
 /// of 7x7 took 5.0 us filled plane by plane (most stores split across two cache lines) and
 /// 3.2 us so, the time of a memset of the same bytes. Work items: blocks of that run, so that
 /// a few large planes still split across threads.
 /// M: the storage type (T, or 16-bit storage for T = float, each quotient rounded once).
-template <class T, std::size_t R, class M = T>
+template <class T, std::size_t R, class M>
 class backward_cf_global {
     using V = vec<T>;
     static constexpr index_t L = static_cast<index_t>(V::width);
@@ -884,14 +882,23 @@ class backward_cf_global {
 public:
     /// Requires backward_global_applicable<T, R>(p) and a channels-first plan.
     explicit backward_cf_global(const plan_data<R>& p)
-        : n_(p.input_spatial_volume()), total_(p.input_shape[0] * p.input_shape[1] * n_), div_(static_cast<T>(p.max_divisor)) {}
+        : n_(p.input_spatial_volume()), total_(p.input_shape[0] * p.input_shape[1] * n_), div_(p.max_divisor) {}
 
     /// Blocks of grad_in: the work items of run().
     index_t items() const noexcept { return (total_ + block - 1) / block; }
 
     /// Blocks item_begin .. item_end - 1 of grad_in from grad_out.
     void run(const M* grad_out, M* grad_in, index_t item_begin, index_t item_end) const {
-        const index_t lo = item_begin * block, hi = std::min(item_end * block, total_);
+        run_elements(grad_out, grad_in, item_begin * block, std::min(item_end * block, total_));
+    }
+
+    /// Planes c0 .. c1 - 1 of grad_in from grad_out.
+    void run_planes(const M* grad_out, M* grad_in, index_t c0, index_t c1) const {
+        run_elements(grad_out, grad_in, c0 * n_, c1 * n_);
+    }
+
+private:
+    void run_elements(const M* grad_out, M* grad_in, index_t lo, index_t hi) const {
         if (lo >= hi) return;
         if constexpr (std::is_same<M, T>::value) {
             if (n_ >= L) {
@@ -907,8 +914,9 @@ public:
         }
     }
 
-private:
-    T value(const M* g, index_t c) const noexcept { return sload(g[c]) / div_ + T(0); }
+    T value(const M* g, index_t c) const noexcept {
+        return static_cast<T>(static_cast<double>(sload(g[c])) / div_) + T(0);
+    }
 
     // Elements [lo, hi) with planes of at least a vector: a vector holds at most two planes'
     // values. Scalars up to the first aligned vector and after the last.
@@ -935,7 +943,7 @@ private:
     }
 
     index_t n_ = 0, total_ = 0;
-    T div_ = T(1);
+    double div_ = 1.0;
 };
 
 /// Whether the channels-last backward can be the forward sum over flipped windows: dilation 1,
