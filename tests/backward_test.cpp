@@ -205,7 +205,7 @@ avgpool::pool_attrs<R> random_fast_attrs(std::mt19937_64& gen, const avgpool::di
     return a;
 }
 
-// Runs the fast kernel in each order (best, ring, per row) and the public backward() against the
+// Runs the fast kernel in each order (best, slots, ring, per row) and the public backward() against the
 // reference; grad_in starts as garbage to check every element is written.
 template <class T, std::size_t R>
 void expect_fast_matches(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bool require_fast) {
@@ -242,13 +242,14 @@ void expect_fast_matches(const avgpool::pooling<R>& plan, std::mt19937_64& gen, 
     compare("backward()");
     if (!fast) return;
     using order = avgpool::detail::backward_order;
-    for (order o : {order::best, order::ring, order::per_row}) {
+    auto name = [](order o) { return o == order::best ? "best" : o == order::slots ? "slots" : o == order::ring ? "ring" : "per row"; };
+    for (order o : {order::best, order::slots, order::ring, order::per_row}) {
         std::fill(got.begin(), got.end(), static_cast<T>(-7));
         // Two calls over halves of the items: a call must not write outside its planes.
         const avgpool::detail::backward_cf<T, R> k(d, o);
         k.run(g.data(), got.data(), 0, items / 2);
         k.run(g.data(), got.data(), items / 2, items);
-        compare(o == order::best ? "best" : o == order::ring ? "ring" : "per row");
+        compare(name(o));
         if (d.global) continue;  // a fill; no row split
         // Row ranges (the few-plane split): each on its own sentinel-filled copy, which must
         // change in that range's rows of that plane only.
@@ -274,7 +275,7 @@ void expect_fast_matches(const avgpool::pooling<R>& plan, std::mt19937_64& gen, 
                 }
             }
         }
-        compare(o == order::best ? "best, row ranges" : o == order::ring ? "ring, row ranges" : "per row, row ranges");
+        compare((std::string(name(o)) + ", row ranges").c_str());
         // Bit-identical to the whole planes of the same order.
         std::vector<T> whole(n_in);
         k.run(g.data(), whole.data(), 0, items);

@@ -181,7 +181,9 @@ void build_backward_rows(const plan_data<R>& p, std::vector<bw_tap>& taps, std::
                 const index_t first = static_cast<index_t>(taps.size()), r = z * H + y;
                 for (const auto& t : zs)  // exact: the products are at most max_divisor
                     backward_taps<R>(p, 1, y, [&](index_t o, index_t f) { taps.push_back({t.first, t.first * Ho + o, t.second * f}); });
-                const index_t copy = same_taps_as_previous<R>(p, 1, y) ? r - 1 : same_z ? r - H : -1;
+                // A slab that repeats the previous one copies it whole (walk's one run of H rows),
+                // rather than alternating row and slab copies of one row each.
+                const index_t copy = same_z ? r - H : same_taps_as_previous<R>(p, 1, y) ? r - 1 : -1;
                 rows.push_back({first, static_cast<index_t>(taps.size()) - first, copy});
             }
         }
@@ -232,8 +234,9 @@ bool backward_rows_kept(const plan_data<R>& p) noexcept {
 template <class T, std::size_t R, class M = T>
 class backward_cf_global;  // (below: global plans of backward_cf run it)
 
-/// The orders backward_cf can run in (best: flat where it fits, else ring, else per row).
-enum class backward_order { best, ring, per_row };
+/// The orders backward_cf can run in (best: flat where it fits, else slots, else ring, else
+/// per row).
+enum class backward_order { best, slots, ring, per_row };
 
 /// The channels-first backward: the transpose of cf_kernel's separable sum, writing every
 /// input row once (no zero fill, no read-modify-write). Two orders of the same two passes:
@@ -244,6 +247,9 @@ enum class backward_order { best, ring, per_row };
 ///   rows whose windows tap it.
 /// - flat (narrow planes, stride 1 or 2): the ring holding every output row, the rows'
 ///   shares laid out with zero gaps so one pass expands them all.
+/// - slots (R = 3, stride 1 or 2): the ring, each slot (the Ho rows of one first-axis output)
+///   expanded as flat expands a plane. Per-row expansion stalled on every row: it loaded its
+///   shares, at an offset, right after storing them (graph_avgpool3d_chain: 35% of the time).
 /// - per row (when the ring does not fit): for each input row, the output rows that tap it
 ///   are summed vertically on the narrow output width and divided, then expanded straight
 ///   into the input row.
@@ -290,6 +296,15 @@ public:
             flat_ = order == backward_order::best && mode_ != hmode::scatter && rows * pitch_ + L <= 2 * cf_buffer + 3 * L - front_ &&
                     rows * s_ * pitch_ + 2 * L <= bw_ring;
             flat_rows_ = rows;
+            if constexpr (R == 3) {
+                // Slots: one first-axis output's rows at the flat pitch, expanded into slots of
+                // fslot_ (room for the last vector's writes and whole-vector reads past it).
+                const index_t Ho = g.output[1];
+                fslot_ = (Ho * s_ * pitch_ + L - 1) / L * L + 2 * L;
+                slots_ = !flat_ && (order == backward_order::best || order == backward_order::slots) &&
+                         mode_ != hmode::scatter && Ho * pitch_ + L <= 2 * cf_buffer + 3 * L - front_ && cap_ * fslot_ <= bw_ring;
+                if (slots_) flat_rows_ = Ho;
+            }
             // Windows covering every axis but the first whole (i3d's 2x7x7 on 8x7x7): an
             // input slice takes one value, the sum of its covering outputs' shares.
             whole_ = order == backward_order::best && inner_axes_whole<R>(p);
@@ -342,6 +357,7 @@ private:
         alignas(64) T sp[2 * cf_buffer + 4 * L];  // one row of shares between zero borders
         alignas(64) T hb[cf_buffer + 2 * L];      // the scatter path's padded input row
         const T* rows[bw_max_rows];               // the output rows an input row gathers
+        T* slot[bw_max_rows];                     // slots: the current cover's expanded slots
         T factor[bw_max_rows];                    // and their outer divisor factors
         alignas(64) T ring[bw_ring + 2 * L];      // expanded output rows, slot o % cap
         const T* go_end = nullptr;                // vector tails read output gradients below it
@@ -351,7 +367,7 @@ private:
     // shares (and zeroed lanes past them), rows with no tap never.
     void init(buffers& b, const T* grad_out) const {
         b.go_end = grad_out + p_.input_shape[0] * p_.input_shape[1] * p_.output_spatial_volume();
-        if (flat_) {
+        if (flat_ || slots_) {
             std::fill(b.sp, b.sp + front_ + flat_rows_ * pitch_ + L, T(0));
         } else {
             std::fill(b.sp, b.sp + front_, T(0));
@@ -364,6 +380,8 @@ private:
             plane_whole(go, gi, r0, r1);
         } else if (flat_) {
             plane_flat(b, go, gi, r0, r1);
+        } else if (slots_) {
+            plane_slots(b, go, gi, r0, r1);
         } else if (ring_) {
             plane_ring(b, go, gi, r0, r1);
         } else {
@@ -526,14 +544,25 @@ private:
             const T ft = static_cast<T>(f);
             shares(&row, &ft, 1, sh + q * pitch_, b.go_end);
         }
+        expand_flat(sh, exp, q0 * pitch_, q1 * pitch_);
+        exp += pb_;
+        const T* const end = gi + r1 * W_;
+        walk(
+            gi, r0, r1, [](index_t) {}, [&](index_t i, const bw_tap& t) { b.rows[i] = exp + t.q * epitch; },
+            [&](T* dst, index_t n) { sum_expanded(b, dst, n, cols_, end); });
+    }
+
+    // The flat expansion: shares sh[m], m in [from, to) (rows at pitch_, zero gaps between),
+    // to exp[m] (stride 1) or exp[2m], exp[2m + 1] (stride 2), in whole vectors.
+    void expand_flat(const T* sh, T* exp, index_t from, index_t to) const noexcept {
         if (s_ == 1) {
-            for (index_t P = q0 * pitch_; P < q1 * pitch_; P += L) {
+            for (index_t P = from; P < to; P += L) {
                 V acc = V::load(sh + P);
                 for (index_t j = 1; j < k_; ++j) acc = acc + V::load(sh + P - j * d_);
                 acc.store(exp + P);
             }
         } else {
-            for (index_t m = q0 * pitch_; m < q1 * pitch_; m += L) {
+            for (index_t m = from; m < to; m += L) {
                 V e, o;
                 phases(sh + m, sh + m, e, o);
                 V lo, hi;
@@ -542,10 +571,38 @@ private:
                 hi.store(exp + 2 * m + L);
             }
         }
-        exp += pb_;
+    }
+
+    // The slots order (R = 3): the ring order, each first-axis output's Ho rows of shares laid
+    // out as plane_flat lays out a plane's, then expanded in one pass into slot o % cap_. A row
+    // whose second-axis window taps nothing keeps stale shares: only its own expansion reads
+    // them, and no input row gathers it.
+    void plane_slots(buffers& b, const T* go, T* gi, index_t r0, index_t r1) const {
+        const window* w0 = p_.axis(0);
+        const window* w1 = p_.axis(1);
+        const index_t Ho = p_.geometry.output[1], epitch = s_ * pitch_;
+        T* const sh = b.sp + front_;
+        index_t next = 0, first = 0;  // as plane_ring's; first: the current cover's first output
         const T* const end = gi + r1 * W_;
         walk(
-            gi, r0, r1, [](index_t) {}, [&](index_t i, const bw_tap& t) { b.rows[i] = exp + t.q * epitch; },
+            gi, r0, r1,
+            [&](index_t x0) {
+                const window& c = p_.covers(0)[x0];
+                first = c.first;
+                for (index_t o = std::max(next, c.first); o < c.first + c.count; ++o) {
+                    if (w0[o].count == 0) continue;  // a window with no tap is never gathered
+                    for (index_t oh = 0; oh < Ho; ++oh) {
+                        if (w1[oh].count == 0) continue;
+                        const T* row = go + (o * Ho + oh) * Wo_;
+                        const T f = static_cast<T>(w0[o].divisor * w1[oh].divisor);  // exact: at most max_divisor
+                        shares(&row, &f, 1, sh + oh * pitch_, b.go_end);
+                    }
+                    expand_flat(sh, b.ring + (o % cap_) * fslot_, 0, Ho * pitch_);
+                }
+                next = std::max(next, c.first + c.count);
+                for (index_t i = 0; i < c.count; ++i) b.slot[i] = b.ring + ((c.first + i) % cap_) * fslot_ + pb_;
+            },
+            [&](index_t i, const bw_tap& t) { b.rows[i] = b.slot[t.o0 - first] + (t.q - t.o0 * Ho) * epitch; },
             [&](T* dst, index_t n) { sum_expanded(b, dst, n, cols_, end); });
     }
 
@@ -764,9 +821,9 @@ private:
     std::vector<bw_row> own_rows_;
     const bw_tap* taps_ = nullptr;
     const bw_row* rows_ = nullptr;
-    bool fixed_ = false, ring_ = false, flat_ = false, whole_ = false;
+    bool fixed_ = false, ring_ = false, flat_ = false, slots_ = false, whole_ = false;
     index_t inner_div_ = 1;  // whole_: the divisors of the axes between the first and the last
-    index_t cap_ = 1, slot_ = 0, pitch_ = 0, flat_rows_ = 0;
+    index_t cap_ = 1, slot_ = 0, pitch_ = 0, flat_rows_ = 0, fslot_ = 0;
     T override_ = T(1);
     const T* bdiv_ = nullptr;
     T lane_mask_[2 * V::width];  // L lanes of all-ones bits, then L of zeros
