@@ -684,6 +684,7 @@ TEST(TileKernel, MatchesReferenceForwardAndBackward) {
 
 #if AVGPOOL_PERM_KERNEL
 int perm_backward_cases = 0;  // plans perm_check ran backward on
+int perm_pair_cases = 0;      // of them, rows of 8 gathering at most 8 outputs (two rows a vector)
 
 // The permute kernel (rows of at most 32, output rows of at most 16; AVX-512) on one plan:
 // forward average and sum, and backward where it applies, against the reference within the
@@ -769,16 +770,17 @@ void perm_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std
     ASSERT_EQ(0, std::memcmp(whole.data(), api.data(), xn * sizeof(float))) << "backward: public API";
     ASSERT_EQ(0, std::memcmp(whole.data(), threaded.data(), xn * sizeof(float))) << "backward: thread pool";
     ++perm_backward_cases;
+    if (d.geometry.input[R - 1] == 8 && d.geometry.output[R - 1] <= 8) ++perm_pair_cases;
 }
 
-// Random geometries with rows up to 34 or 100 wide, every mode of
+// Random geometries with rows up to 34 or 100 wide (or exactly `row` wide), every mode of
 // random_attrs (pads, dilation, rounding, divisors, overrides, empty windows), adaptive plans,
 // 1 to 40 planes (few planes go through the split path), ranks 1-3.
 template <std::size_t R>
-void perm_suite(int cases) {
+void perm_suite(int cases, index_t row = 0) {
     int ran = 0;
     for (int c = 0; c < cases; ++c) {
-        const std::uint64_t seed = 77000 + 1000 * R + static_cast<std::uint64_t>(c);
+        const std::uint64_t seed = 77000 + 1000 * R + static_cast<std::uint64_t>(c) + 100000 * static_cast<std::uint64_t>(row);
         std::mt19937_64 gen(seed);
         auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
         avgpool::dims<R + 2> shape{};
@@ -788,6 +790,7 @@ void perm_suite(int cases) {
         // Rows past 32 (a third of the draws): several chunks per output row.
         const index_t last = pick(0, 2) == 0 ? 100 : 34;
         for (std::size_t ax = 0; ax < R; ++ax) spatial[ax] = shape[ax + 2] = pick(1, ax + 1 == R ? last : (R == 3 ? 9 : 20));
+        if (row > 0) spatial[R - 1] = shape[R + 1] = row;
         if (pick(0, 4) == 0) {
             avgpool::dims<R> out{};
             for (std::size_t ax = 0; ax < R; ++ax) out[ax] = pick(1, ax + 1 == R ? 17 : 12);
@@ -895,6 +898,11 @@ TEST(PermKernel, MatchesReference) {
     perm_suite<2>(400);
     perm_suite<3>(300);
     EXPECT_GT(perm_backward_cases, 100) << "too few plans took the permute kernel backward";
+    // 3-D rows of exactly 8, which backward packs two to a vector (odd row cuts split the
+    // pairs; 2-D planes 8 wide take other kernels).
+    perm_pair_cases = 0;
+    perm_suite<3>(200, 8);
+    EXPECT_GT(perm_pair_cases, 40) << "too few plans took the paired rows of 8";
 #else
     GTEST_SKIP() << "the permute kernel needs AVX-512 (build with -march=native on such a CPU)";
 #endif

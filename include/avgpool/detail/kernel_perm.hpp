@@ -841,6 +841,37 @@ private:
             }
             const auto scaled_plane = scratch(1);
             float* const sc = scaled_plane.get() + gap;
+            if (W == 8 && Wo_ <= 8) {
+                // Rows of 8 (pool_ci_3d's non_cubic): two rows a vector, each gathering into
+                // its own half and permuted within it, stored as one 16-float vector: half
+                // the permutes and stores a row (14.7 -> ... us).
+                // Each table's 8 lanes twice, the second copy selecting from the upper half.
+                __m512i idx2[K];
+                __mmask16 m2[K];
+                const __m512i twice = _mm512_set_epi32(7, 6, 5, 4, 3, 2, 1, 0, 7, 6, 5, 4, 3, 2, 1, 0);
+                for (int j = 0; j < K; ++j) {
+                    const __m512i both = _mm512_permutexvar_epi32(twice, idx[0][j]);
+                    idx2[j] = _mm512_mask_add_epi32(both, 0xff00, both, _mm512_set1_epi32(8));
+                    m2[j] = static_cast<__mmask16>((m[0][j] & 0xffu) * 0x101u);
+                }
+                for (index_t c = c0; c < c1; ++c) {
+                    float* const x = grad_in + c * xs;
+                    scale(grad_out + c * os, sc);
+                    index_t y = y0;
+                    for (; y + 2 <= y1; y += 2) {
+                        const index_t* l0 = list + y * kc;
+                        const index_t* l1 = l0 + kc;
+                        const __m512 v = perm_sum<V>(kc, [&](index_t i) {
+                            return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(sc + l0[i])), _mm256_loadu_ps(sc + l1[i]), 1);
+                        });
+                        __m512 acc = _mm512_maskz_permutexvar_ps(m2[0], idx2[0], v);
+                        for (int j = 1; j < K; ++j) acc = _mm512_add_ps(acc, _mm512_maskz_permutexvar_ps(m2[j], idx2[j], v));
+                        _mm512_storeu_ps(x + y * 8, acc);
+                    }
+                    if (y < y1) _mm512_mask_storeu_ps(x + y * 8, lo, half(gather(sc, y, 0), 0));
+                }
+                return;
+            }
             for (index_t c = c0; c < c1; ++c) {
                 float* const x = grad_in + c * xs;
                 scale(grad_out + c * os, sc);
