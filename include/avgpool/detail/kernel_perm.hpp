@@ -658,6 +658,20 @@ private:
             }
             return;
         }
+        if constexpr (R == 1) {
+            // 1-D: one row a plane, so the loop runs over planes, the row's reciprocals kept in
+            // a register (the general loop reloaded them and spilled its tables: pool_ci_1d
+            // regular, 64 planes of 32: 0.233 -> 0.120 us).
+            const __m512 zero = _mm512_setzero_ps();
+            const __m512 rd = rdiv != nullptr ? _mm512_maskz_loadu_ps(one, rdiv) : zero;
+            for (index_t c = c0; c < c1; ++c) {
+                const M* const x = in + c * xs;
+                const __m512 v = across(down(x, 0, lo, 0), wide ? down(x, 0, hi, 16) : z, idx, m);
+                // (+ 0, fused into the scaling: see plus_zero.)
+                masked_store(out + c * os, one, rdiv != nullptr ? _mm512_fmadd_ps(v, rd, zero) : _mm512_add_ps(v, zero));
+            }
+            return;
+        }
         for (index_t c = c0; c < c1; ++c) {
             const M* const x = in + c * xs;
             M* const y = out + c * os;
