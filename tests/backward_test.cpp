@@ -682,7 +682,9 @@ void global_vs_reference(int cases, avgpool::layout layout) {
             ASSERT_EQ(want, got) << "input " << i;
         }
         for (std::size_t i : {std::size_t(0), n_in + 1}) {  // no write outside grad_in
-            if (i != off) ASSERT_EQ(7.0, avgpool::detail::to_double(seq[i])) << "element " << i << " of the buffer";
+            if (i != off) {
+                ASSERT_EQ(7.0, avgpool::detail::to_double(seq[i])) << "element " << i << " of the buffer";
+            }
         }
         ASSERT_EQ(0, std::memcmp(seq.data(), pooled.data(), (n_in + 2) * sizeof(T))) << "thread_pool(2)";
     }

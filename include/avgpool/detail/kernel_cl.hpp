@@ -179,8 +179,10 @@ class cl_kernel {
     static constexpr index_t ring_cap = cl_ring_bytes / static_cast<index_t>(sizeof(T));
 
 public:
-    /// Requires cl_applicable<T, R>(p).
-    cl_kernel(const plan_data<R>& p, pool_op op) : p_(p), op_(op) {
+    /// Requires cl_applicable<T, R>(p). divide_by > 0 (with op average): every output is its
+    /// sum divided by it, whatever the plan's divisors (backward's flipped sum, when every
+    /// window of the pool it transposes has that one divisor).
+    cl_kernel(const plan_data<R>& p, pool_op op, index_t divide_by = 0) : p_(p), op_(op), divide_by_(divide_by) {
         const pool_geometry<R>& g = p.geometry;
         N_ = p.input_shape[0];
         C_ = p.input_shape[1];
@@ -968,6 +970,7 @@ private:
 
     const plan_data<R>& p_;
     pool_op op_;
+    index_t divide_by_ = 0;  // > 0: the one divisor of every output (constructor)
     index_t N_ = 0, C_ = 0, W_ = 0, Wo_ = 0, d_ = 1, row_out_ = 0, rows_per_n_ = 1, in_n_ = 0;
     index_t cb_ = 1, blocks_ = 1, pb_ = 0, k_ = 1;
     index_t rcb_ = 0;  // channels per block of the ring path (0: not used)
@@ -1019,14 +1022,15 @@ auto cl_kernel<T, R, M>::pick_fused() const noexcept -> fused_fn {
 template <class T, std::size_t R, class M>
 void cl_kernel<T, R, M>::row(buffers& b, const M* const* rows, index_t n0, index_t n1, double outer, M* dst) const {
     const bool average = op_ == pool_op::average;
-    const bool override_div = p_.divisor_override > 0;
+    const index_t over = divide_by_ > 0 ? divide_by_ : p_.divisor_override;
+    const bool override_div = over > 0;
     if (average && !override_div && outer == 0.0) {
         // The outer window counts no tap: every output of the row is empty.
         std::fill(dst, dst + row_out_, M(empty_window_value<T>(p_.empty_window_nan)));
         return;
     }
     const row_divisor div{override_div,
-                          static_cast<T>(override_div ? static_cast<double>(p_.divisor_override) : outer),
+                          static_cast<T>(override_div ? static_cast<double>(over) : outer),
                           last_div_};
     const index_t nrows = n0 * n1;
     if (fused_ != nullptr && nrows >= 1 && nrows <= cl_register_rows) {
@@ -1083,7 +1087,8 @@ void cl_kernel<T, R, M>::slices(buffers& b, const M* src, M* dst, const window& 
         // outer axis (R = 3) having one window.
         double outer = R == 1 ? 1.0 : static_cast<double>(w0.divisor);
         for (std::size_t a = 1; a + 1 < R; ++a) outer *= static_cast<double>(p_.axis(a)[0].divisor);
-        div = p_.divisor_override > 0 ? static_cast<T>(p_.divisor_override) : static_cast<T>(outer) * last_div_[0];
+        const index_t over = divide_by_ > 0 ? divide_by_ : p_.divisor_override;
+        div = over > 0 ? static_cast<T>(over) : static_cast<T>(outer) * last_div_[0];
     }
     const quotient_by dv(div);
     const M* first = src + w0.first * (in_n_ / p_.geometry.input[0]);  // first-axis slices
