@@ -686,6 +686,15 @@ TEST(TileKernel, MatchesReferenceForwardAndBackward) {
 int perm_backward_cases = 0;  // plans perm_check ran backward on
 int perm_pair_cases = 0;      // of them, rows of 8 gathering at most 8 outputs (two rows a vector)
 
+// run_rows over an empty range of rows (at the start and at the end of plane 0) writes nothing.
+template <class Kernel>
+void expect_empty_ranges_write_nothing(const Kernel& k, const float* src, std::size_t n, index_t rows, const char* what) {
+    std::vector<float> none(n, 5.0f);
+    k.run_rows(src, none.data(), 0, 0, 0);
+    k.run_rows(src, none.data(), 0, rows, rows);
+    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(none[i], 5.0f) << what << ": an empty row range wrote element " << i;
+}
+
 // The permute kernel (rows of at most 32, output rows of at most 16; AVX-512) on one plan:
 // forward average and sum, and backward where it applies, against the reference within the
 // accuracy bound; the same bits when planes are split into blocks of rows at a random cut (odd
@@ -733,6 +742,7 @@ void perm_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std
                 << what << " " << i << ": permute " << whole[i] << " reference " << ref[i];
         }
         ASSERT_EQ(0, std::memcmp(whole.data(), parts.data(), on * sizeof(float))) << what << ": run_rows split";
+        expect_empty_ranges_write_nothing(k, in.data(), on, rows, what);
         const bool sum = op == dt::pool_op::sum;
         ASSERT_TRUE((sum ? plan.sum(in.data(), api.data()) : plan.forward(in.data(), api.data())).ok());
         ASSERT_TRUE((sum ? plan.sum(in.data(), threaded.data(), pool) : plan.forward(in.data(), threaded.data(), pool)).ok());
@@ -765,6 +775,7 @@ void perm_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std
             << "backward input " << i << ": permute " << whole[i] << " reference " << ref[i];
     }
     ASSERT_EQ(0, std::memcmp(whole.data(), parts.data(), xn * sizeof(float))) << "backward: run_rows split";
+    expect_empty_ranges_write_nothing(k, g.data(), xn, in_rows, "backward");
     ASSERT_TRUE(plan.backward(g.data(), api.data()).ok());
     ASSERT_TRUE(plan.backward(g.data(), threaded.data(), pool).ok());
     ASSERT_EQ(0, std::memcmp(whole.data(), api.data(), xn * sizeof(float))) << "backward: public API";

@@ -239,7 +239,7 @@ class backward_cf_global;  // (below: global plans of backward_cf run it)
 enum class backward_order { best, slots, ring, per_row };
 
 /// The channels-first backward: the transpose of cf_kernel's separable sum, writing every
-/// input row once (no zero fill, no read-modify-write). Two orders of the same two passes:
+/// input row once (no zero fill, no read-modify-write). Four orders of the same two passes:
 /// - ring (the transpose of forward's order): each output-gradient row is divided by its
 ///   divisors into a zero-padded share row and expanded horizontally (each input column
 ///   gathers the shares of the windows that tap it) once, into a ring holding the outputs
@@ -254,7 +254,8 @@ enum class backward_order { best, slots, ring, per_row };
 ///   are summed vertically on the narrow output width and divided, then expanded straight
 ///   into the input row.
 /// An input row whose covering outputs equal the previous row's copies that row (a slab for
-/// R = 3); global pools are backward_cf_global's fill.
+/// R = 3); windows covering every axis but the first whole take one value per first-axis
+/// input (plane_whole); global pools are backward_cf_global's fill.
 template <class T, std::size_t R>
 class backward_cf {
     using V = vec<T>;
@@ -575,8 +576,8 @@ private:
 
     // The slots order (R = 3): the ring order, each first-axis output's Ho rows of shares laid
     // out as plane_flat lays out a plane's, then expanded in one pass into slot o % cap_. A row
-    // whose second-axis window taps nothing keeps stale shares: only its own expansion reads
-    // them, and no input row gathers it.
+    // whose second-axis window taps nothing is never written (zeros from init, or a previous
+    // row's zeroed tail lanes), and no input row gathers it.
     void plane_slots(buffers& b, const T* go, T* gi, index_t r0, index_t r1) const {
         const window* w0 = p_.axis(0);
         const window* w1 = p_.axis(1);
@@ -1076,6 +1077,10 @@ bool backward_flip_preferred(const plan_data<R>& p) noexcept {
 /// kernel[0] slots as the rows ask for them, and stay there for the rows after. The forward
 /// kernel's separable sum then reads each divided value from L1 or L2, where the gathering
 /// kernel (backward_cl) divided the same rows again for every input row that taps them.
+/// Where every window has one divisor (one_divisor), the sum reads the gradients in place and
+/// divides each input's total once, as forward divides a window's sum (so, as in forward,
+/// gradients near the type's largest value may sum to infinity where dividing each first
+/// would not); 16-bit storage still converts them into the ring.
 /// Every row's arithmetic depends only on the plan: bit-identical for every executor.
 /// M: the storage type (T, or 16-bit storage for T = float: the sums are made in T, a row at
 /// a time, and each rounded once, so the result is T's on the same gradients, rounded).
