@@ -240,6 +240,22 @@ void expect_fast_matches(const avgpool::pooling<R>& plan, std::mt19937_64& gen, 
     std::fill(got.begin(), got.end(), static_cast<T>(1e30));
     ASSERT_TRUE(plan.backward(g.data(), got.data()).ok());
     compare("backward()");
+    if (d.memory_layout == avgpool::layout::channels_last && avgpool::detail::backward_cl_applicable<T, R>(d)) {
+        // The gathering kernel with and without its expanded rows (public backward() may take
+        // another kernel), in two calls over halves of its rows, each into its own buffer (a
+        // call may copy only rows it wrote itself).
+        for (bool expand : {true, false}) {
+            const avgpool::detail::backward_cl<T, R> k(d, expand);
+            const index_t half = k.items() / 2;
+            const std::size_t cut = n_in / static_cast<std::size_t>(k.items()) * static_cast<std::size_t>(half);
+            std::vector<T> second(n_in, static_cast<T>(-7));
+            std::fill(got.begin(), got.end(), static_cast<T>(-7));
+            k.run(g.data(), got.data(), 0, half);
+            k.run(g.data(), second.data(), half, k.items());
+            std::copy(second.begin() + static_cast<std::ptrdiff_t>(cut), second.end(), got.begin() + static_cast<std::ptrdiff_t>(cut));
+            compare(expand ? "gathering, expanded rows" : "gathering, per row");
+        }
+    }
     if (!fast) return;
     using order = avgpool::detail::backward_order;
     auto name = [](order o) { return o == order::best ? "best" : o == order::slots ? "slots" : o == order::ring ? "ring" : "per row"; };

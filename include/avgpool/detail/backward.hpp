@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
 #include <type_traits>
@@ -217,11 +218,39 @@ bool backward_cf_applicable(const plan_data<R>& p) noexcept {
     return (g.output[R - 1] - 1) * g.strides[R - 1] + (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1 <= cf_buffer;
 }
 
-/// Whether the plan keeps backward_cf's row tables (else each call builds its own, or needs
-/// none).
+// 3-D channels-last input rows of at most this many values (W * C) are made from their
+// covering output rows expanded along the last axis once (backward_cl's expanded rows), where
+// per-row set-up would cost more than the row's sums.
+constexpr index_t bw_cl_expand_row = 2048;
+// Expanded rows a backward_cl call keeps at most (the ring: a plane of rows per first-axis
+// output covering one input), and their values.
+constexpr index_t bw_cl_expand_slots = 256;
+constexpr index_t bw_cl_expand_ring = 65536;
+
+/// Whether channels-last input rows are short enough for backward_cl's expanded rows (which
+/// read the plan's row tables). 3-D only: there each expanded row serves the input rows of a
+/// window's two outer axes (3x3x3 stride 2: 2.25 on average); in 2-D it served one or two,
+/// and the per-row path was faster (16 channels of 50x50 3x3 stride 2: 5.4 against 5.8 us).
+template <std::size_t R>
+bool backward_cl_rows_short(const plan_data<R>& p) noexcept {
+    if (R != 3 || p.global || p.memory_layout != layout::channels_last) return false;
+    const index_t row = p.geometry.input[R - 1] * p.input_shape[1];
+    if (row > bw_cl_expand_row) return false;
+    index_t slots = 1;  // the ring's, a power of two (backward_cl)
+    while (slots < max_cover<R>(p, 0) * p.geometry.output[1]) slots *= 2;
+    return slots <= bw_cl_expand_slots && slots * row <= bw_cl_expand_ring;
+}
+
+/// Whether the plan keeps the backward row tables (else each call builds its own, or needs
+/// none): channels-first's, and channels-last's expanded rows.
 template <std::size_t R>
 bool backward_rows_kept(const plan_data<R>& p) noexcept {
-    if (R < 2 || p.global || inner_axes_whole<R>(p) || !backward_cf_applicable<double, R>(p)) return false;
+    if (R < 2 || p.global) return false;
+    if (p.memory_layout == layout::channels_last) {
+        if (!backward_cl_rows_short<R>(p) || !backward_rows_fit<R>(p)) return false;
+    } else if (inner_axes_whole<R>(p) || !backward_cf_applicable<double, R>(p)) {
+        return false;
+    }
     index_t rows = 1, taps = 1;
     for (std::size_t a = 0; a + 1 < R; ++a) {
         rows *= p.geometry.input[a];
@@ -1229,8 +1258,9 @@ class backward_cl {
     class state;
 
 public:
-    /// Requires backward_cl_applicable<T, R>(p).
-    explicit backward_cl(const plan_data<R>& p) : p_(p) {
+    /// Requires backward_cl_applicable<T, R>(p). expand: allow the expanded rows (tests turn
+    /// them off to check the other paths on the same plans).
+    explicit backward_cl(const plan_data<R>& p, bool expand = true) : p_(p) {
         const pool_geometry<R>& g = p.geometry;
         C_ = p.input_shape[1];
         W_ = g.input[R - 1];
@@ -1307,6 +1337,27 @@ public:
         // else gather may take a whole row.
         arena_ = slots_ * pitch_ + (sums_ ? pitch_ + Wo_ * cb_ : 0) + (fixed_ ? 0 : 2 * factor_slots * table_) +
                  (long_ ? 2 * Wo_ * (slots_ == 0 ? cb_ : C_) : 0);
+        // Short rows (the plan keeps its row tables for them): each covering output row is
+        // divided and expanded along the last axis once a call, into a ring, and each input row
+        // is the sum of its covering rows' expansions (a copy where it repeats an earlier row).
+        // The per-row path spent most of such rows in set-up (pool_ci_3d non_cubic, 16
+        // channels of 32x16x8, 3x3x3 stride 2: 20 us against 6.9 us forward).
+        if (expand && !p.bw_rows.empty() && W_ * C_ >= L) {
+            expand_ = true;
+            taps_ = p.bw_taps.data();
+            rtab_ = p.bw_rows.data();
+            // A power of two (a mask, not a division, per row gathered) at least the rows of
+            // the first-axis outputs one input gathers: the rows live at once lie in that many
+            // consecutive planes, so in distinct slots.
+            ering_ = 1;
+            while (ering_ < max_cover<R>(p, 0) * (R == 3 ? g.output[1] : 1)) ering_ *= 2;
+            epitch_ = (W_ * C_ + L - 1) / L * L;
+            out_rows_ = out_n_ / row_;
+            slots_ = 0;
+            sums_ = true;
+            arena_ = pitch_ + Wo_ * cb_ + (fixed_ ? 0 : 2 * factor_slots * table_) + (long_ ? 2 * Wo_ * C_ : 0) +
+                     ering_ * epitch_ + L;
+        }
     }
 
     /// Input rows of every image: the work items of run().
@@ -1315,6 +1366,10 @@ public:
     /// Input rows item_begin .. item_end - 1 of grad_in from grad_out.
     void run(const M* grad_out, M* grad_in, index_t item_begin, index_t item_end) const {
         state st(*this);
+        if (expand_) {
+            run_expanded(grad_out, grad_in, item_begin, item_end, st);
+            return;
+        }
         const M* rows[bw_max_rows];
         T factor[bw_max_rows];
         const T* shares[bw_max_rows];
@@ -1419,6 +1474,38 @@ public:
     }
 
 private:
+    // run() with the expanded rows: each input row from the plan's row table (its covering
+    // output rows and outer factors, or an earlier row with the same ones).
+    void run_expanded(const M* grad_out, M* grad_in, index_t item_begin, index_t item_end, state& st) const {
+        const index_t n_row = W_ * C_;
+        const T* e[bw_max_rows];
+        index_t n = item_begin / rows_per_n_, r = item_begin % rows_per_n_;
+        for (index_t item = item_begin; item < item_end; ++item) {
+            const bw_row& row = rtab_[r];
+            M* const dst = grad_in + item * n_row;
+            if (row.n == 0) {  // no window taps this row
+                for (index_t i = 0; i < n_row; i += L) vstore(V::splat(T(0)), dst + std::min(i, n_row - L));
+            } else if (row.copy >= 0 && item - (r - row.copy) >= item_begin) {  // written by this call
+                std::memcpy(dst, dst - (r - row.copy) * n_row, static_cast<std::size_t>(n_row) * sizeof(M));
+            } else {
+                const M* const src = grad_out + n * out_n_;
+                for (index_t t = 0; t < row.n; ++t) {
+                    const bw_tap& tap = taps_[row.first + t];
+                    e[t] = st.expanded(src, n, tap.q, static_cast<T>(tap.factor));
+                }
+                with_row_sum(e, row.n, [&](auto sum) {
+                    index_t i = 0;
+                    for (; i + L <= n_row; i += L) vstore(sum(i), dst + i);
+                    if (i < n_row) vstore(sum(n_row - L), dst + n_row - L);  // the last vector shifted back
+                });
+            }
+            if (++r == rows_per_n_) {
+                r = 0;
+                ++n;
+            }
+        }
+    }
+
     // Rows whose shares would not stay in L1 (channels >= L): each channel block's vertical
     // sum made straight from the gradients, each run of rows with one outer factor summed then
     // divided once; false (nothing written) past most_runs_ runs.
@@ -1487,8 +1574,9 @@ private:
 
     // slide straight from the gradients: output column o's vector is, per run of rows with one
     // outer factor, the run's sum divided by that factor times column o's.
+    template <class D>
     void slide_divided(const M* const* rows, index_t nr, const index_t* end, const T* const* tab, index_t runs,
-                       M* dst) const {
+                       D* dst) const {
         if (runs == 1) {
             return with_row_sum(rows, nr, [&](auto sum) {
                 slide(dst, [&](index_t o) {
@@ -1509,8 +1597,8 @@ private:
     // columns, by blocks of up to four vectors of channels: column(o) gives the function
     // k -> output column o's vector at channel k. The output columns are made in order and
     // kept in registers until the last input column tapping them is stored.
-    template <class Column>
-    void slide(M* dst, Column&& column) const {
+    template <class D, class Column>
+    void slide(D* dst, Column&& column) const {
         const index_t nv = (C_ + L - 1) / L;
         for (index_t v0 = 0; v0 < nv;) {
             // Every block repeats the whole column walk, so blocks are as wide as four vectors
@@ -1540,8 +1628,8 @@ private:
     // Walk: the input columns each output column completes come from build_walk()'s tables,
     // else from the column lists, decoded here by completed() (an instantiation each, so no
     // column tests which).
-    template <int U, bool Walk, class Column>
-    void slide_block(index_t v0, M* dst, Column& column) const {
+    template <int U, bool Walk, class D, class Column>
+    void slide_block(index_t v0, D* dst, Column& column) const {
         // Members in locals: the vector stores may alias anything, which would reload them.
         const index_t C = C_, W = W_, Wo = Wo_;
         const index_t *const col = col_, *const col_at = col_at_;
@@ -1551,7 +1639,7 @@ private:
         unrolled<U>([&](auto u) { q1[u] = q2[u] = V::splat(T(0)); });  // never stored: the rows start at o = 0
         // Input column x from the last n output columns made (none: zeros).
         auto put = [&](index_t x, index_t n) AVGPOOL_INLINE_LAMBDA {
-            M* const out = dst + x * C;
+            D* const out = dst + x * C;
             if (n == 1) {  // (branches, not a switch: its jump table measured slower)
                 unrolled<U>([&](auto u) { vstore(q2[u], out + at[u]); });
             } else if (n == 2) {
@@ -1687,11 +1775,41 @@ private:
             block_ = sum_ + (k.sums_ ? k.pitch_ : 0);
             tables_ = block_ + (k.sums_ ? k.Wo_ * k.cb_ : 0);
             scratch_ = tables_ + (k.fixed_ ? 0 : 2 * factor_slots * k.table_);
+            if (k.sums_)  // zeros past the row: gather's whole-vector reads of the shares
+                std::fill(sum_ + k.row_, sum_ + k.pitch_, T(0));
+            // The ring at a vector-aligned address (arena_ holds a vector more): its rows are
+            // whole vectors apart, so no load of them splits a line.
+            ring_ = buf_ + (k.arena_ - k.ering_ * k.epitch_ - (k.ering_ > 0 ? L : 0));
+            ring_ += (L - static_cast<index_t>(reinterpret_cast<std::uintptr_t>(ring_) / sizeof(T) % L)) % L;
+            std::fill(ring_key_, ring_key_ + k.ering_, index_t(-1));
         }
 
         T* row_sum() noexcept { return sum_; }      // a whole row's vertical sum (pitch_ values)
         T* block_sum() noexcept { return block_; }  // one channel block's (Wo * cb values)
         T* scratch() noexcept { return scratch_; }  // gather's block sums (2 Wo C values)
+
+        // Output row q of image n (gradients at g + q * row_, outer factor f), divided and
+        // expanded along the last axis: W * C values, from the ring or made into it. The
+        // slot is q modulo the ring's size, which holds every row an input row gathers and,
+        // for R = 3, the planes of all its first-axis outputs: their rows stay for the input
+        // rows after.
+        const T* expanded(const M* g, index_t n, index_t q, T f) {
+            const index_t s = q & (k_.ering_ - 1), key = n * k_.out_rows_ + q;
+            T* const out = ring_ + s * k_.epitch_;
+            if (ring_key_[s] != key) {
+                ring_key_[s] = key;
+                const T* tab = k_.fixed_ ? nullptr : table(f);
+                const M* row = g + q * k_.row_;
+                if (k_.slide_) {  // each quotient made in registers and added to its columns there
+                    const index_t one = 1;
+                    k_.slide_divided(&row, 1, &one, &tab, 1, out);
+                } else {
+                    k_.divide_row(row, tab, f, sum_);
+                    k_.gather(sum_, k_.C_, 0, k_.C_, out, scratch_);
+                }
+            }
+            return out;
+        }
 
         // The shares of output row g (outer factor f), from a slot or computed into one.
         const T* share(const M* g, T f) {
@@ -1741,6 +1859,8 @@ private:
         alignas(64) T local_[local_values];
         std::unique_ptr<T[]> heap_;
         T *buf_ = nullptr, *sum_ = nullptr, *block_ = nullptr, *tables_ = nullptr, *scratch_ = nullptr;
+        T* ring_ = nullptr;
+        index_t ring_key_[bw_cl_expand_slots];  // n * output rows + q of each ring row, or -1
         const M* key_[max_slots] = {};
         index_t used_[max_slots] = {};
         index_t clock_ = 0;
@@ -1835,7 +1955,8 @@ private:
 
     // Channels c0 .. c0 + cb - 1 of each input column: the sum of the columns of `sum` (column
     // o at sum + o * pitch, readable a vector past the last) whose windows tap it.
-    void gather(const T* sum, index_t pitch, index_t c0, index_t cb, M* dst, T* scratch) const {
+    template <class D>
+    void gather(const T* sum, index_t pitch, index_t c0, index_t cb, D* dst, T* scratch) const {
         const index_t n_in = W_ * C_;
         if (long_) {
             gather_blocks(sum, pitch, c0, cb, dst, scratch);
@@ -1845,7 +1966,7 @@ private:
             for (index_t x = 0; x < W_; ++x) {
                 const index_t* o = col_ + col_at_[x];
                 const index_t n = col_at_[x + 1] - col_at_[x];
-                M* out = dst + x * C_ + c0;
+                D* out = dst + x * C_ + c0;
                 auto put = [&](auto&& f) { store_block(out, cb, f); };
                 const T* p = sum + (n > 0 ? o[0] * pitch : 0);
                 if (!ranges_ || n > 3) {
@@ -1897,7 +2018,8 @@ private:
     // suffix sums made once, and a range that crosses into the next block is the suffix of
     // one plus the prefix of the other; a range inside one block is its prefix or suffix
     // (ranges have span_ columns except where clipped at the row's ends), else summed.
-    void gather_blocks(const T* sum, index_t pitch, index_t c0, index_t cb, M* dst, T* scratch) const {
+    template <class D>
+    void gather_blocks(const T* sum, index_t pitch, index_t c0, index_t cb, D* dst, T* scratch) const {
         const index_t K = span_;
         T* const pre = scratch;
         T* const suf = scratch + Wo_ * cb;
@@ -1915,7 +2037,7 @@ private:
         }
         for (index_t x = 0; x < W_; ++x) {
             const index_t n = col_at_[x + 1] - col_at_[x];
-            M* out = dst + x * C_ + c0;
+            D* out = dst + x * C_ + c0;
             auto put = [&](auto&& f) { store_block(out, cb, f); };
             if (n == 0) {
                 put([](index_t) { return V::splat(T(0)); });
@@ -1936,8 +2058,8 @@ private:
 
     // Channels j .. j + L - 1 of out from f(j), for each vector of a block of cb channels (the
     // last vector shifted back to end at cb).
-    template <class F>
-    static void store_block(M* out, index_t cb, F&& f) {
+    template <class D, class F>
+    static void store_block(D* out, index_t cb, F&& f) {
         for (index_t i = 0; i < cb; i += L) {
             const index_t j = std::min(i, cb - L);
             vstore(f(j), out + j);
@@ -1970,6 +2092,12 @@ private:
     index_t slots_ = 2, table_ = 0, cb_ = 1, arena_ = 0, span_ = 0, most_runs_ = factor_slots;
     bool fixed_ = false, lanes_ = false, direct_ = false, cached_ = true, long_ = false, slide_ = false;
     bool sums_ = true;    // the arena holds a row's and a block's sums
+    // The expanded rows (expand_): the plan's row tables, the ring's rows (ering_, each
+    // epitch_ values).
+    bool expand_ = false;
+    const bw_tap* taps_ = nullptr;
+    const bw_row* rtab_ = nullptr;
+    index_t ering_ = 0, epitch_ = 0, out_rows_ = 1;
     bool ranges_ = true;  // every column's tapping columns are consecutive
     T override_ = T(0);
     // Output columns tapping each input column x: col_[col_at_[x] .. col_at_[x + 1]) (the plan's).
