@@ -218,9 +218,10 @@ bool backward_cf_applicable(const plan_data<R>& p) noexcept {
     return (g.output[R - 1] - 1) * g.strides[R - 1] + (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1 <= cf_buffer;
 }
 
-// 3-D channels-last input rows of at most this many values (W * C) are made from their
-// covering output rows expanded along the last axis once (backward_cl's expanded rows), where
-// per-row set-up would cost more than the row's sums.
+// Channels-last input rows of at most this many values (W * C) are made from their covering
+// output rows expanded along the last axis once (backward_cl's expanded rows), where per-row
+// set-up costs more than the row's sums. Past it the per-row path was faster: 288x14x14 3x3
+// stride 2 (4032 values) 4.9 against 6.8 us, 192x35x35 stride 1 43 against 60.
 constexpr index_t bw_cl_expand_row = 2048;
 // Expanded rows a backward_cl call keeps at most (the ring: a plane of rows per first-axis
 // output covering one input), and their values.
@@ -228,16 +229,14 @@ constexpr index_t bw_cl_expand_slots = 256;
 constexpr index_t bw_cl_expand_ring = 65536;
 
 /// Whether channels-last input rows are short enough for backward_cl's expanded rows (which
-/// read the plan's row tables). 3-D only: there each expanded row serves the input rows of a
-/// window's two outer axes (3x3x3 stride 2: 2.25 on average); in 2-D it served one or two,
-/// and the per-row path was faster (16 channels of 50x50 3x3 stride 2: 5.4 against 5.8 us).
+/// read the plan's row tables).
 template <std::size_t R>
 bool backward_cl_rows_short(const plan_data<R>& p) noexcept {
-    if (R != 3 || p.global || p.memory_layout != layout::channels_last) return false;
+    if (R < 2 || p.global || p.memory_layout != layout::channels_last) return false;
     const index_t row = p.geometry.input[R - 1] * p.input_shape[1];
     if (row > bw_cl_expand_row) return false;
     index_t slots = 1;  // the ring's, a power of two (backward_cl)
-    while (slots < max_cover<R>(p, 0) * p.geometry.output[1]) slots *= 2;
+    while (slots < max_cover<R>(p, 0) * (R == 3 ? p.geometry.output[1] : 1)) slots *= 2;
     return slots <= bw_cl_expand_slots && slots * row <= bw_cl_expand_ring;
 }
 
@@ -1341,7 +1340,8 @@ public:
         // divided and expanded along the last axis once a call, into a ring, and each input row
         // is the sum of its covering rows' expansions (a copy where it repeats an earlier row).
         // The per-row path spent most of such rows in set-up (pool_ci_3d non_cubic, 16
-        // channels of 32x16x8, 3x3x3 stride 2: 20 us against 6.9 us forward).
+        // channels of 32x16x8, 3x3x3 stride 2: 19.4 -> 7.6 us, forward 6.8; 16 channels of
+        // 50x50 3x3 stride 2: 5.4 -> 4.0 us).
         if (expand && !p.bw_rows.empty() && W_ * C_ >= L) {
             expand_ = true;
             taps_ = p.bw_taps.data();
