@@ -387,6 +387,7 @@ void cl_vs_reference(int cases, index_t max_extent, index_t max_last) {
     auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
     // 260: rows too long to keep their shares (the uncached path).
     const index_t channels[] = {1, 3, 8, 16, 17, 33, 40, 64, 100, 260};
+    int expanded = 0, ran = 0;  // plans whose short rows take the expanded rows, of those run
     for (int c = 0; c < cases; ++c) {
         avgpool::dims<R + 2> s{};
         s[0] = pick(1, 2);
@@ -410,6 +411,11 @@ void cl_vs_reference(int cases, index_t max_extent, index_t max_last) {
         const avgpool::detail::backward_cl<T, R> k(d);
         expect_split_and_storage<avgpool::bfloat16>(*plan, k, g, pick(0, k.items()));
         if (::testing::Test::HasFatalFailure()) return;
+        ++ran;
+        if (k.expanded()) ++expanded;
+    }
+    if (R >= 2) {  // (expect_fast_matches also runs the per-row path on every plan)
+        EXPECT_GE(expanded, ran / 4) << "too few plans took the expanded rows: " << expanded << " of " << ran;
     }
 }
 

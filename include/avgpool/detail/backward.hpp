@@ -218,11 +218,13 @@ bool backward_cf_applicable(const plan_data<R>& p) noexcept {
     return (g.output[R - 1] - 1) * g.strides[R - 1] + (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1 <= cf_buffer;
 }
 
-// Channels-last input rows of at most this many values (W * C) are made from their covering
-// output rows expanded along the last axis once (backward_cl's expanded rows), where per-row
-// set-up costs more than the row's sums. Past it the per-row path was faster: 288x14x14 3x3
-// stride 2 (4032 values) 4.9 against 6.8 us, 192x35x35 stride 1 43 against 60.
-constexpr index_t bw_cl_expand_row = 2048;
+// Channels-last input rows of at most this many values (W * C), and 4 KB, are made from their
+// covering output rows expanded along the last axis once (backward_cl's expanded rows), where
+// per-row set-up costs more than the row's sums. Past it the per-row path was faster: 64x32x32
+// 3x3 stride 1 (2048 values) 9.5 against 11.2 us, 288x14x14 stride 2 4.9 against 6.8; at 1024
+// values mostly a tie (2x2x2 stride 2 on 64x8x16x16: 12.0 against 13.1 us).
+constexpr index_t bw_cl_expand_row = 1024;
+constexpr index_t bw_cl_expand_bytes = 4096;
 // Expanded rows a backward_cl call keeps at most (the ring: a plane of rows per first-axis
 // output covering one input), and their values.
 constexpr index_t bw_cl_expand_slots = 256;
@@ -1342,7 +1344,8 @@ public:
         // The per-row path spent most of such rows in set-up (pool_ci_3d non_cubic, 16
         // channels of 32x16x8, 3x3x3 stride 2: 19.4 -> 7.6 us, forward 6.8; 16 channels of
         // 50x50 3x3 stride 2: 5.4 -> 4.0 us).
-        if (expand && !p.bw_rows.empty() && W_ * C_ >= L) {
+        if (expand && !p.bw_rows.empty() && W_ * C_ >= L &&
+            W_ * C_ * static_cast<index_t>(sizeof(T)) <= bw_cl_expand_bytes) {
             expand_ = true;
             taps_ = p.bw_taps.data();
             rtab_ = p.bw_rows.data();
@@ -1362,6 +1365,9 @@ public:
 
     /// Input rows of every image: the work items of run().
     index_t items() const noexcept { return p_.input_shape[0] * rows_per_n_; }
+
+    /// Whether run() makes the rows from expanded output rows.
+    bool expanded() const noexcept { return expand_; }
 
     /// Input rows item_begin .. item_end - 1 of grad_in from grad_out.
     void run(const M* grad_out, M* grad_in, index_t item_begin, index_t item_end) const {
