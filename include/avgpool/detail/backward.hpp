@@ -770,7 +770,12 @@ private:
         for (; x < cols_; x += L) {
             const T* at = sh + x + pb_;
             V acc = V::load(at);
-            for (index_t j = 1; j < k_; ++j) acc = acc + V::load(at - j * d_);
+            index_t j = 1;
+            if (d_ == 1) {  // unrolled: split loads are the bound, loop overhead not also
+                for (; j + 4 <= k_; j += 4)
+                    acc = acc + V::load(at - j) + V::load(at - j - 1) + V::load(at - j - 2) + V::load(at - j - 3);
+            }
+            for (; j < k_; ++j) acc = acc + V::load(at - j * d_);
             if (x + L <= cols_ || dst + x + L <= dst_end) {
                 acc.store(dst + x);
             } else {

@@ -593,7 +593,13 @@ private:
     // Any kernel and dilation at stride 1 or 2 (ph1 is ph0 at stride 1).
     V taps_any(const T* ph0, const T* ph1, index_t u) const noexcept {
         V acc = V::load(ph0 + u);
-        for (index_t j = 1; j < k_; ++j) {
+        index_t j = 1;
+        if (s_ == 1 && d_ == 1) {  // unrolled, the same sums: split loads are the bound, loop overhead not also
+            const T* const at = ph0 + u;
+            for (; j + 4 <= k_; j += 4)
+                acc = acc + V::load(at + j) + V::load(at + j + 1) + V::load(at + j + 2) + V::load(at + j + 3);
+        }
+        for (; j < k_; ++j) {
             const index_t t = j * d_;
             acc = acc + (s_ == 1 ? V::load(ph0 + u + t) : V::load((t % 2 == 0 ? ph0 : ph1) + u + t / 2));
         }
