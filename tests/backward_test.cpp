@@ -252,6 +252,10 @@ void expect_fast_matches(const avgpool::pooling<R>& plan, std::mt19937_64& gen, 
             std::fill(got.begin(), got.end(), static_cast<T>(-7));
             k.run(g.data(), got.data(), 0, half);
             k.run(g.data(), second.data(), half, k.items());
+            for (std::size_t i = 0; i < n_in; ++i) {  // nothing written outside each call's rows
+                const T untouched = i < cut ? second[i] : got[i];
+                ASSERT_EQ(untouched, static_cast<T>(-7)) << (expand ? "expanded" : "per row") << ": a call wrote input " << i;
+            }
             std::copy(second.begin() + static_cast<std::ptrdiff_t>(cut), second.end(), got.begin() + static_cast<std::ptrdiff_t>(cut));
             compare(expand ? "gathering, expanded rows" : "gathering, per row");
         }

@@ -1361,6 +1361,13 @@ public:
             while (ering_ < max_cover<R>(p, 0) * (R == 3 ? g.output[1] : 1)) ering_ *= 2;
             epitch_ = (W_ * C_ + L - 1) / L * L;
             out_rows_ = out_n_ / row_;
+            // Each output row's home: the first input row that it alone taps (storage T only:
+            // the sums read it back).
+            if (std::is_same<M, T>::value) {
+                home_.assign(static_cast<std::size_t>(out_rows_), -1);
+                for (index_t r = rows_per_n_; r-- > 0;)
+                    if (rtab_[r].n == 1) home_[static_cast<std::size_t>(taps_[rtab_[r].first].q)] = r;
+            }
             slots_ = 0;
             sums_ = true;
             arena_ = pitch_ + Wo_ * cb_ + (fixed_ ? 0 : 2 * factor_slots * table_) + (long_ ? 2 * Wo_ * C_ : 0) +
@@ -1502,13 +1509,24 @@ private:
                 const M* const src = grad_out + n * out_n_;
                 for (index_t t = 0; t < row.n; ++t) {
                     const bw_tap& tap = taps_[row.first + t];
-                    e[t] = st.expanded(src, n, tap.q, static_cast<T>(tap.factor));
+                    // The row's home (the first input row it alone taps), when this call writes
+                    // it: the expansion goes straight there.
+                    T* home = nullptr;
+                    if constexpr (std::is_same<M, T>::value) {
+                        const index_t h = home_.empty() ? -1 : home_[static_cast<std::size_t>(tap.q)];
+                        if (h >= 0 && n * rows_per_n_ + h >= item_begin && n * rows_per_n_ + h < item_end)
+                            home = grad_in + (n * rows_per_n_ + h) * n_row;
+                    }
+                    e[t] = st.expanded(src, n, tap.q, static_cast<T>(tap.factor), home);
                 }
-                with_row_sum(e, row.n, [&](auto sum) {
-                    index_t i = 0;
-                    for (; i + L <= n_row; i += L) vstore(sum(i), dst + i);
-                    if (i < n_row) vstore(sum(n_row - L), dst + n_row - L);  // the last vector shifted back
-                });
+                // (A row that is its one tap's home holds it already.)
+                if (row.n > 1 || e[0] != static_cast<const void*>(dst)) {
+                    with_row_sum(e, row.n, [&](auto sum) {
+                        index_t i = 0;
+                        for (; i + L <= n_row; i += L) vstore(sum(i), dst + i);
+                        if (i < n_row) vstore(sum(n_row - L), dst + n_row - L);  // the last vector shifted back
+                    });
+                }
             }
             if (++r == rows_per_n_) {
                 r = 0;
@@ -1804,11 +1822,13 @@ private:
         // slot is q modulo the ring's size, which holds every row an input row gathers and,
         // for R = 3, the planes of all its first-axis outputs: their rows stay for the input
         // rows after.
-        const T* expanded(const M* g, index_t n, index_t q, T f) {
+        // home: where to make it instead of the ring (its home row, which holds exactly it).
+        const T* expanded(const M* g, index_t n, index_t q, T f, T* home) {
             const index_t s = q & (k_.ering_ - 1), key = n * k_.out_rows_ + q;
-            T* const out = ring_ + s * k_.epitch_;
             if (ring_key_[s] != key) {
+                T* const out = home != nullptr ? home : ring_ + s * k_.epitch_;
                 ring_key_[s] = key;
+                ring_at_[s] = out;
                 const T* tab = k_.fixed_ ? nullptr : table(f);
                 const M* row = g + q * k_.row_;
                 if (k_.slide_) {  // each quotient made in registers and added to its columns there
@@ -1819,7 +1839,7 @@ private:
                     k_.gather(sum_, k_.C_, 0, k_.C_, out, scratch_);
                 }
             }
-            return out;
+            return ring_at_[s];
         }
 
         // The shares of output row g (outer factor f), from a slot or computed into one.
@@ -1872,6 +1892,7 @@ private:
         T *buf_ = nullptr, *sum_ = nullptr, *block_ = nullptr, *tables_ = nullptr, *scratch_ = nullptr;
         T* ring_ = nullptr;
         index_t ring_key_[bw_cl_expand_slots];  // n * output rows + q of each ring row, or -1
+        T* ring_at_[bw_cl_expand_slots];        // and where it is: its slot, or its home row
         const M* key_[max_slots] = {};
         index_t used_[max_slots] = {};
         index_t clock_ = 0;
@@ -2109,6 +2130,7 @@ private:
     const bw_tap* taps_ = nullptr;
     const bw_row* rtab_ = nullptr;
     index_t ering_ = 0, epitch_ = 0, out_rows_ = 1;
+    std::vector<index_t> home_;  // per output row of an image, its home input row, or -1
     bool ranges_ = true;  // every column's tapping columns are consecutive
     T override_ = T(0);
     // Output columns tapping each input column x: col_[col_at_[x] .. col_at_[x + 1]) (the plan's).
