@@ -218,20 +218,23 @@ bool backward_cf_applicable(const plan_data<R>& p) noexcept {
     return (g.output[R - 1] - 1) * g.strides[R - 1] + (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1 <= cf_buffer;
 }
 
-// Channels-last input rows of at most this many values (W * C), and 4 KB, are made from their
-// covering output rows expanded along the last axis once (backward_cl's expanded rows), where
-// per-row set-up costs more than the row's sums. Past it the per-row path was faster: 64x32x32
-// 3x3 stride 1 (2048 values) 9.5 against 11.2 us, 288x14x14 stride 2 4.9 against 6.8; at 1024
-// values mostly a tie (2x2x2 stride 2 on 64x8x16x16: 12.0 against 13.1 us).
-constexpr index_t bw_cl_expand_row = 1024;
+// Channels-last input rows of at most 4 KB (W * C values) are made from their covering output
+// rows expanded along the last axis once (backward_cl's expanded rows), where per-row set-up
+// costs more than the row's sums; longer rows, up to bw_cl_expand_row values, only where most
+// output rows have a home (an input row that they alone tap, written with the expansion
+// itself: no row stored twice) and the last axis's windows overlap. Measured on AVX-512:
+// 3x3 stride 2 on 1536x7x7 8.1 -> 6.9 us, 24x56x56 8.3 -> 6.9; where rows have no home, the
+// per-row path was faster past 4 KB (64x32x32 3x3 stride 1 10.2 against 11.4 us), and
+// non-overlapping windows keep their direct path (2x2 stride 2 on 1024x14x14 16.2 against 18.9).
 constexpr index_t bw_cl_expand_bytes = 4096;
+constexpr index_t bw_cl_expand_row = 16384;
 // Expanded rows a backward_cl call keeps at most (the ring: a plane of rows per first-axis
 // output covering one input), and their values.
 constexpr index_t bw_cl_expand_slots = 256;
-constexpr index_t bw_cl_expand_ring = 65536;
+constexpr index_t bw_cl_expand_ring = index_t(1) << 18;
 
-/// Whether channels-last input rows are short enough for backward_cl's expanded rows (which
-/// read the plan's row tables).
+/// Whether channels-last input rows may take backward_cl's expanded rows (which read the plan's
+/// row tables).
 template <std::size_t R>
 bool backward_cl_rows_short(const plan_data<R>& p) noexcept {
     if (R < 2 || p.global || p.memory_layout != layout::channels_last) return false;
@@ -1349,8 +1352,7 @@ public:
         // The per-row path spent most of such rows in set-up (pool_ci_3d non_cubic, 16
         // channels of 32x16x8, 3x3x3 stride 2: 19.4 -> 7.6 us, forward 6.8; 16 channels of
         // 50x50 3x3 stride 2: 5.4 -> 4.0 us).
-        if (expand && !p.bw_rows.empty() && W_ * C_ >= L &&
-            W_ * C_ * static_cast<index_t>(sizeof(T)) <= bw_cl_expand_bytes) {
+        if (expand && !p.bw_rows.empty() && W_ * C_ >= L) {
             expand_ = true;
             taps_ = p.bw_taps.data();
             rtab_ = p.bw_rows.data();
@@ -1361,17 +1363,26 @@ public:
             while (ering_ < max_cover<R>(p, 0) * (R == 3 ? g.output[1] : 1)) ering_ *= 2;
             epitch_ = (W_ * C_ + L - 1) / L * L;
             out_rows_ = out_n_ / row_;
-            // Each output row's home: the first input row that it alone taps (storage T only:
-            // the sums read it back).
-            if (std::is_same<M, T>::value) {
-                home_.assign(static_cast<std::size_t>(out_rows_), -1);
-                for (index_t r = rows_per_n_; r-- > 0;)
-                    if (rtab_[r].n == 1) home_[static_cast<std::size_t>(taps_[rtab_[r].first].q)] = r;
+            // Each output row's home: the first input row that it alone taps (used with storage
+            // T only, where the sums can read it back).
+            home_.assign(static_cast<std::size_t>(out_rows_), -1);
+            for (index_t r = rows_per_n_; r-- > 0;)
+                if (rtab_[r].n == 1) home_[static_cast<std::size_t>(taps_[rtab_[r].first].q)] = r;
+            index_t homes = 0;
+            for (const index_t h : home_) homes += h >= 0 ? 1 : 0;
+            // Longer rows: only with homes for most rows, where windows overlap (see
+            // bw_cl_expand_bytes). Decided the same whatever the storage: 16-bit
+            // results are float's rounded once, so they must sum in the same order.
+            if (W_ * C_ * static_cast<index_t>(sizeof(T)) > bw_cl_expand_bytes && (direct_ || 2 * homes < out_rows_)) {
+                expand_ = false;
+                ering_ = 0;
+                home_.clear();
+            } else {
+                slots_ = 0;
+                sums_ = true;
+                arena_ = pitch_ + Wo_ * cb_ + (fixed_ ? 0 : 2 * factor_slots * table_) + (long_ ? 2 * Wo_ * C_ : 0) +
+                         ering_ * epitch_ + L;
             }
-            slots_ = 0;
-            sums_ = true;
-            arena_ = pitch_ + Wo_ * cb_ + (fixed_ ? 0 : 2 * factor_slots * table_) + (long_ ? 2 * Wo_ * C_ : 0) +
-                     ering_ * epitch_ + L;
         }
     }
 
