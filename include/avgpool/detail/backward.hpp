@@ -236,7 +236,7 @@ constexpr index_t bw_cl_expand_ring = index_t(1) << 18;
 /// Whether channels-last input rows may take backward_cl's expanded rows (which read the plan's
 /// row tables).
 template <std::size_t R>
-bool backward_cl_rows_short(const plan_data<R>& p) noexcept {
+bool backward_cl_rows_expandable(const plan_data<R>& p) noexcept {
     if (R < 2 || p.global || p.memory_layout != layout::channels_last) return false;
     const index_t row = p.geometry.input[R - 1] * p.input_shape[1];
     if (row > bw_cl_expand_row) return false;
@@ -251,7 +251,7 @@ template <std::size_t R>
 bool backward_rows_kept(const plan_data<R>& p) noexcept {
     if (R < 2 || p.global) return false;
     if (p.memory_layout == layout::channels_last) {
-        if (!backward_cl_rows_short<R>(p) || !backward_rows_fit<R>(p)) return false;
+        if (!backward_cl_rows_expandable<R>(p) || !backward_rows_fit<R>(p)) return false;
     } else if (inner_axes_whole<R>(p) || !backward_cf_applicable<double, R>(p)) {
         return false;
     }
