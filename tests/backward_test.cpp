@@ -716,6 +716,56 @@ void global_vs_reference(int cases, avgpool::layout layout) {
     }
 }
 
+// All gradients -0, channels-last: every input gets +0, as PyTorch's sum into a zeroed
+// grad_input gives, through backward() and the gathering kernel with and without its expanded
+// rows; rows shorter than a vector (a scalar path) among them.
+template <std::size_t R>
+void cl_negative_zero(const avgpool::dims<R + 2>& s, const avgpool::pool_attrs<R>& a) {
+    auto plan = avgpool::pooling<R>::create(s, a, avgpool::layout::channels_last);
+    ASSERT_TRUE(plan.ok());
+    SCOPED_TRACE(describe<R>(s, a, "negative zero"));
+    const auto& d = avgpool::detail::plan_access::data(*plan);
+    const std::vector<float> g(static_cast<std::size_t>(plan->output_size()), -0.0f);
+    std::vector<float> gi(static_cast<std::size_t>(plan->input_size()), 5.0f);
+    auto expect_plus_zero = [&](const char* what) {
+        for (std::size_t i = 0; i < gi.size(); ++i) {
+            ASSERT_EQ(gi[i], 0.0f) << what << " input " << i;
+            ASSERT_FALSE(std::signbit(gi[i])) << what << " input " << i;
+        }
+    };
+    ASSERT_TRUE(plan->backward(g.data(), gi.data()).ok());
+    expect_plus_zero("backward()");
+    ASSERT_TRUE((avgpool::detail::backward_cl_applicable<float, R>(d)));
+    for (bool expand : {true, false}) {
+        std::fill(gi.begin(), gi.end(), 5.0f);
+        const avgpool::detail::backward_cl<float, R> k(d, expand);
+        k.run(g.data(), gi.data(), 0, k.items());
+        expect_plus_zero(expand ? "expanded rows" : "per row");
+    }
+}
+
+TEST(Backward, ChannelsLastNegativeZeroGradients) {
+    avgpool::pool_attrs<2> a;
+    a.kernel = {1, 32};
+    cl_negative_zero<2>({1, 1, 4, 32}, a);  // one output column of one channel: rows under a vector
+    a.kernel = {2, 8};
+    a.strides = {2, 8};
+    cl_negative_zero<2>({1, 2, 4, 16}, a);
+    a.kernel = {3, 3};
+    a.strides = {2, 2};
+    a.pads_begin = {1, 1};
+    a.pads_end = {1, 1};
+    cl_negative_zero<2>({2, 16, 9, 9}, a);
+    cl_negative_zero<2>({1, 3, 9, 9}, a);
+    avgpool::pool_attrs<3> b;
+    b.kernel = {2, 2, 6};
+    b.strides = {2, 2, 6};
+    cl_negative_zero<3>({1, 3, 4, 4, 12}, b);
+    b.kernel = {3, 3, 3};
+    b.strides = {2, 2, 2};
+    cl_negative_zero<3>({1, 17, 5, 6, 7}, b);
+}
+
 void global_suite(avgpool::layout layout) {
     global_vs_reference<float, 1>(40, layout);
     global_vs_reference<double, 2>(40, layout);

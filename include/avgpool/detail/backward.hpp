@@ -1928,7 +1928,7 @@ private:
     void divide_row(const M* g, const T* tab, T f, T* out) const {
         if (row_ < L) {
             for (index_t i = 0; i < row_; ++i)
-                out[i] = sload(g[i]) / (fixed_ ? override_ : f * last(i / C_));
+                out[i] = sload(g[i]) / (fixed_ ? override_ : f * last(i / C_)) + T(0);  // (+ 0: a -0 gradient gives +0)
             return;
         }
         if (lanes_) {  // per-lane divisors; the last vector shifted back to end at the row's end
