@@ -1253,6 +1253,10 @@ private:
 /// channels than a vector, rows are flat arrays of Wo * C values and each column still takes
 /// a whole vector, stored in ascending order so that each store's spill is overwritten by the
 /// next columns'.
+/// Expanded rows (rows of up to 4 KB, and longer ones whose output rows mostly have a home; see
+/// bw_cl_expand_bytes): no slots; each covering output row is divided and expanded along the
+/// last axis once a call, into a ring or straight into its home row, and each input row sums
+/// its covering expansions or copies an earlier row (the plan's row tables).
 /// Every row's arithmetic depends only on the plan, so results are bit-identical for every
 /// executor. M: the storage type (T, or 16-bit storage for T = float, rounded once).
 template <class T, std::size_t R, class M = T>
@@ -1819,8 +1823,10 @@ private:
                 std::fill(sum_ + k.row_, sum_ + k.pitch_, T(0));
             // The ring at a vector-aligned address (arena_ holds a vector more): its rows are
             // whole vectors apart, so no load of them splits a line.
-            ring_ = buf_ + (k.arena_ - k.ering_ * k.epitch_ - (k.ering_ > 0 ? L : 0));
-            ring_ += (L - static_cast<index_t>(reinterpret_cast<std::uintptr_t>(ring_) / sizeof(T) % L)) % L;
+            if (k.ering_ > 0) {
+                ring_ = buf_ + (k.arena_ - k.ering_ * k.epitch_ - L);
+                ring_ += (L - static_cast<index_t>(reinterpret_cast<std::uintptr_t>(ring_) / sizeof(T) % L)) % L;
+            }
             std::fill(ring_key_, ring_key_ + k.ering_, index_t(-1));
         }
 

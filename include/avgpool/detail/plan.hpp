@@ -19,8 +19,9 @@
 AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
-/// The channels-first backward's walk (backward.hpp): an outer output row q (first-axis output
-/// o0) that taps an outer input row, with the outer axes' divisors multiplied.
+/// The backward row tables' entries (backward.hpp; channels-first's walk, channels-last's
+/// expanded rows): an outer output row q (first-axis output o0) that taps an outer input row,
+/// with the outer axes' divisors multiplied.
 struct bw_tap {
     index_t o0, q, factor;
 };
@@ -102,9 +103,10 @@ struct plan_data {
     std::vector<index_t> perm_bbase;
     std::vector<std::int32_t> perm_bidx;  // and per vector and cover slot, lanes and masks
     std::vector<std::uint16_t> perm_bmask;
-    // The channels-first backward's row tables (backward.hpp), built once here rather than per
-    // call (a 20x40x60 plane spent 14 us of each 32 us call building them); empty when that
-    // kernel does not walk rows or the plane passes bw_table_rows / bw_table_taps.
+    // The backward row tables (backward.hpp: channels-first's walk, channels-last's expanded
+    // rows), built once here rather than per call (a 20x40x60 plane spent 14 us of each 32 us
+    // call building them); empty when no kernel reads them or the plane passes bw_table_rows /
+    // bw_table_taps.
     std::vector<bw_tap> bw_taps;
     std::vector<bw_row> bw_rows;
     // The channels-last backward's per input column lists of the output columns tapping it:
