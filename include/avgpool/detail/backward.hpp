@@ -233,6 +233,16 @@ constexpr index_t bw_cl_expand_row = 16384;
 constexpr index_t bw_cl_expand_slots = 256;
 constexpr index_t bw_cl_expand_ring = index_t(1) << 18;
 
+/// Slots of backward_cl's ring of expanded rows: a power of two (a mask, not a division, per row
+/// gathered) at least the rows of the first-axis outputs one input gathers, which lie in that
+/// many consecutive planes, so in distinct slots.
+template <std::size_t R>
+index_t backward_cl_ring_slots(const plan_data<R>& p) noexcept {
+    index_t slots = 1;
+    while (slots < max_cover<R>(p, 0) * (R == 3 ? p.geometry.output[1] : 1)) slots *= 2;
+    return slots;
+}
+
 /// Whether channels-last input rows may take backward_cl's expanded rows (which read the plan's
 /// row tables).
 template <std::size_t R>
@@ -240,8 +250,7 @@ bool backward_cl_rows_expandable(const plan_data<R>& p) noexcept {
     if (R < 2 || p.global || p.memory_layout != layout::channels_last) return false;
     const index_t row = p.geometry.input[R - 1] * p.input_shape[1];
     if (row > bw_cl_expand_row) return false;
-    index_t slots = 1;  // the ring's, a power of two (backward_cl)
-    while (slots < max_cover<R>(p, 0) * (R == 3 ? p.geometry.output[1] : 1)) slots *= 2;
+    const index_t slots = backward_cl_ring_slots<R>(p);
     return slots <= bw_cl_expand_slots && slots * row <= bw_cl_expand_ring;
 }
 
@@ -1360,11 +1369,7 @@ public:
             expand_ = true;
             taps_ = p.bw_taps.data();
             rtab_ = p.bw_rows.data();
-            // A power of two (a mask, not a division, per row gathered) at least the rows of
-            // the first-axis outputs one input gathers: the rows live at once lie in that many
-            // consecutive planes, so in distinct slots.
-            ering_ = 1;
-            while (ering_ < max_cover<R>(p, 0) * (R == 3 ? g.output[1] : 1)) ering_ *= 2;
+            ering_ = backward_cl_ring_slots<R>(p);
             epitch_ = (W_ * C_ + L - 1) / L * L;
             out_rows_ = out_n_ / row_;
             // Each output row's home: the first input row that it alone taps (used with storage
