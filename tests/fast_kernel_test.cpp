@@ -824,9 +824,15 @@ void perm_suite(int cases, index_t row = 0) {
 
 #if AVGPOOL_PERM_KERNEL
 // The whole-plane form (planes of at most 64 inputs, 16 outputs): forward average and sum
-// against the reference within the bound, and the same bits through forward() / sum(), also
-// with a thread pool (planes split between threads).
-void perm_plane_check(const avgpool::pooling<2>& plan, std::mt19937_64& gen, const std::string& trace) {
+// against the reference within the bound, in both orders (horizontal first where it applies,
+// and vertical first), and the default order's bits through forward() / sum(), also with a
+// thread pool (planes split between threads). Counts the plans that took each order.
+struct plane_orders {
+    int horizontal = 0, zero_lane = 0, vertical = 0;
+};
+
+void perm_plane_check(const avgpool::pooling<2>& plan, std::mt19937_64& gen, const std::string& trace,
+                      plane_orders* orders = nullptr) {
     SCOPED_TRACE(trace);
     namespace dt = avgpool::detail;
     const auto& d = dt::plan_access::data(plan);
@@ -844,26 +850,47 @@ void perm_plane_check(const avgpool::pooling<2>& plan, std::mt19937_64& gen, con
     for (auto op : {dt::pool_op::average, dt::pool_op::sum}) {
         const char* what = op == dt::pool_op::sum ? "sum output" : "average output";
         // Guards past the end: a store must not reach them.
-        std::vector<float> whole(on + 16, 1e30f), api(on, 7.0f), threaded(on, 9.0f), ref(on), ref_abs(on);
-        dt::perm_plane_kernel<float>(d, op).run(in.data(), whole.data(), 0, items);
-        for (std::size_t i = on; i < on + 16; ++i) ASSERT_EQ(whole[i], 1e30f) << what << ": store past the end";
+        std::vector<float> whole(on + 16, 1e30f), vfirst(on + 16, 3e30f), api(on, 7.0f), threaded(on, 9.0f), ref(on),
+            ref_abs(on);
+        const dt::perm_plane_kernel<float> k(d, op), kv(d, op, false);
+        ASSERT_FALSE(kv.horizontal_first());
+        if (orders != nullptr && op == dt::pool_op::sum) {
+            if (k.horizontal_first()) {
+                ++orders->horizontal;
+                if (k.zero_lane()) ++orders->zero_lane;
+            } else {
+                ++orders->vertical;
+            }
+        }
+        k.run(in.data(), whole.data(), 0, items);
+        kv.run(in.data(), vfirst.data(), 0, items);
+        for (std::size_t i = on; i < on + 16; ++i) {
+            ASSERT_EQ(whole[i], 1e30f) << what << ": store past the end";
+            ASSERT_EQ(vfirst[i], 3e30f) << what << ": store past the end, vertical first";
+        }
         dt::reference_pool<float, 2>(d, in.data(), ref.data(), op, 0, items);
         dt::reference_pool<float, 2>(d, absin.data(), ref_abs.data(), op, 0, items);
         for (std::size_t i = 0; i < on; ++i) {
             if (std::isnan(ref[i])) {
                 ASSERT_TRUE(std::isnan(whole[i])) << what << " " << i;
+                ASSERT_TRUE(std::isnan(vfirst[i])) << what << " " << i << ", vertical first";
                 continue;
             }
             const double bound = 4 * ksum * unit_roundoff<float>() * static_cast<double>(ref_abs[i]) * (1 + 1e-6) +
                                  std::numeric_limits<float>::denorm_min();
             ASSERT_LE(std::fabs(static_cast<double>(whole[i]) - static_cast<double>(ref[i])), bound)
                 << what << " " << i << ": permute " << whole[i] << " reference " << ref[i];
+            ASSERT_LE(std::fabs(static_cast<double>(vfirst[i]) - static_cast<double>(ref[i])), bound)
+                << what << " " << i << ": vertical first " << vfirst[i] << " reference " << ref[i];
         }
         const bool sum = op == dt::pool_op::sum;
         ASSERT_TRUE((sum ? plan.sum(in.data(), api.data()) : plan.forward(in.data(), api.data())).ok());
         ASSERT_TRUE((sum ? plan.sum(in.data(), threaded.data(), pool) : plan.forward(in.data(), threaded.data(), pool)).ok());
-        ASSERT_EQ(0, std::memcmp(whole.data(), api.data(), on * sizeof(float))) << what << ": public API";
-        ASSERT_EQ(0, std::memcmp(whole.data(), threaded.data(), on * sizeof(float))) << what << ": thread pool";
+        // Where the row form also applies the plan runs that, which sums in the vertical-first
+        // order.
+        const std::vector<float>& served = dt::perm_applicable<float, 2>(d) ? vfirst : whole;
+        ASSERT_EQ(0, std::memcmp(served.data(), api.data(), on * sizeof(float))) << what << ": public API";
+        ASSERT_EQ(0, std::memcmp(served.data(), threaded.data(), on * sizeof(float))) << what << ": thread pool";
     }
 }
 
@@ -872,6 +899,7 @@ void perm_plane_check(const avgpool::pooling<2>& plan, std::mt19937_64& gen, con
 TEST(PermKernel, WholePlanesMatchReference) {
 #if AVGPOOL_PERM_KERNEL
     int ran = 0;
+    plane_orders orders;
     for (int c = 0; c < 600; ++c) {
         const std::uint64_t seed = 88000 + static_cast<std::uint64_t>(c);
         std::mt19937_64 gen(seed);
@@ -881,11 +909,14 @@ TEST(PermKernel, WholePlanesMatchReference) {
         const auto a = random_attrs<2>(gen, sp);
         auto plan = avgpool::pooling<2>::create(shape, a);
         if (!plan || !avgpool::detail::perm_plane_applicable<float, 2>(avgpool::detail::plan_access::data(*plan))) continue;
-        perm_plane_check(*plan, gen, describe<2>(shape, a, "seed " + std::to_string(seed)));
+        perm_plane_check(*plan, gen, describe<2>(shape, a, "seed " + std::to_string(seed)), &orders);
         if (::testing::Test::HasFatalFailure()) return;
         ++ran;
     }
     EXPECT_GT(ran, 100) << "too few draws took the whole-plane form";
+    EXPECT_GT(orders.zero_lane, ran / 8) << "too few draws summed horizontally first with a zero lane";
+    EXPECT_GT(orders.horizontal - orders.zero_lane, ran / 40) << "too few draws summed horizontally first with masks";
+    EXPECT_GT(orders.vertical, ran / 8) << "too few draws summed vertically first";
     // ShuffleNet's 7x7 and an 8x8 plane at stride 2.
     avgpool::pool_attrs<2> a;
     a.kernel = {3, 3};
