@@ -828,8 +828,45 @@ void perm_suite(int cases, index_t row = 0) {
 // and vertical first), and the default order's bits through forward() / sum(), also with a
 // thread pool (planes split between threads). Counts the plans that took each order.
 struct plane_orders {
-    int horizontal = 0, zero_lane = 0, vertical = 0;
+    int horizontal = 0, zero_lane = 0, vertical = 0, backward = 0, backward_zero_lane = 0;
 };
+
+// The whole-plane backward, where it applies: against the reference within the bound of any
+// summation order (as backward_test.cpp), every input written (grad_in starts as garbage), no
+// store past the end, -0 gradients giving +0, and public backward() within the same bound.
+void perm_plane_backward_check(const avgpool::pooling<2>& plan, std::mt19937_64& gen, plane_orders* orders) {
+    namespace dt = avgpool::detail;
+    const auto& d = dt::plan_access::data(plan);
+    if (!dt::perm_plane_backward::applicable(d)) return;
+    const dt::perm_plane_backward k(d);
+    if (orders != nullptr) {
+        ++orders->backward;
+        if (k.zero_lane()) ++orders->backward_zero_lane;
+    }
+    const index_t items = d.input_shape[0] * d.input_shape[1];
+    const std::size_t xn = static_cast<std::size_t>(plan.input_size()), on = static_cast<std::size_t>(plan.output_size());
+    avgpool_test::uniform<double> dist(-4.0, 4.0);
+    std::vector<float> g(on), gabs(on), ref(xn), ref_abs(xn), got(xn + 16, 1e30f), api(xn, 5.0f);
+    for (std::size_t i = 0; i < on; ++i) {
+        g[i] = static_cast<float>(dist(gen));
+        gabs[i] = std::fabs(g[i]);
+    }
+    dt::reference_backward<float, 2>(d, g.data(), ref.data(), 0, items);
+    dt::reference_backward<float, 2>(d, gabs.data(), ref_abs.data(), 0, items);
+    k.run(g.data(), got.data(), 0, items);
+    ASSERT_TRUE(plan.backward(g.data(), api.data()).ok());
+    for (std::size_t i = xn; i < xn + 16; ++i) ASSERT_EQ(got[i], 1e30f) << "backward: store past the end";
+    const double terms = static_cast<double>(std::max<index_t>(1, dt::max_cover<2>(d, 0)) * std::max<index_t>(1, dt::max_cover<2>(d, 1)));
+    for (std::size_t i = 0; i < xn; ++i) {
+        const double tol = 2 * (terms + 2) * 0x1p-24 * static_cast<double>(ref_abs[i]);
+        ASSERT_NEAR(static_cast<double>(got[i]), static_cast<double>(ref[i]), tol) << "backward input " << i;
+        ASSERT_NEAR(static_cast<double>(api[i]), static_cast<double>(ref[i]), tol) << "backward() input " << i;
+    }
+    std::fill(g.begin(), g.end(), -0.0f);
+    k.run(g.data(), got.data(), 0, items);
+    for (std::size_t i = 0; i < xn; ++i)
+        ASSERT_TRUE(got[i] == 0.0f && !std::signbit(got[i])) << "backward of -0 gradients, input " << i << ": " << got[i];
+}
 
 void perm_plane_check(const avgpool::pooling<2>& plan, std::mt19937_64& gen, const std::string& trace,
                       plane_orders* orders = nullptr) {
@@ -892,6 +929,7 @@ void perm_plane_check(const avgpool::pooling<2>& plan, std::mt19937_64& gen, con
         ASSERT_EQ(0, std::memcmp(served.data(), api.data(), on * sizeof(float))) << what << ": public API";
         ASSERT_EQ(0, std::memcmp(served.data(), threaded.data(), on * sizeof(float))) << what << ": thread pool";
     }
+    perm_plane_backward_check(plan, gen, orders);
 }
 
 #endif
@@ -917,17 +955,49 @@ TEST(PermKernel, WholePlanesMatchReference) {
     EXPECT_GT(orders.zero_lane, ran / 8) << "too few draws summed horizontally first with a zero lane";
     EXPECT_GT(orders.horizontal - orders.zero_lane, ran / 40) << "too few draws summed horizontally first with masks";
     EXPECT_GT(orders.vertical, ran / 8) << "too few draws summed vertically first";
+    EXPECT_GT(orders.backward_zero_lane, ran / 8) << "too few draws took the whole-plane backward with a zero lane";
+    EXPECT_GT(orders.backward - orders.backward_zero_lane, 1) << "too few draws took the whole-plane backward with masks";
     // ShuffleNet's 7x7 and an 8x8 plane at stride 2.
     avgpool::pool_attrs<2> a;
     a.kernel = {3, 3};
     a.strides = {2, 2};
     a.pads_begin = a.pads_end = {1, 1};
     std::mt19937_64 gen(9);
+    plane_orders hand;
     for (index_t hw : {7, 8}) {
         auto plan = avgpool::pooling<2>::create({1, 37, hw, hw}, a);
         ASSERT_TRUE(plan);
-        perm_plane_check(*plan, gen, "shufflenet " + std::to_string(hw));
+        perm_plane_check(*plan, gen, "shufflenet " + std::to_string(hw), &hand);
     }
+    // 32 row sums, so no zero lane: 4x16 and 2x32 at 2x2 stride 2 (with 8x8 above).
+    avgpool::pool_attrs<2> two;
+    two.kernel = two.strides = {2, 2};
+    for (index_t w : {16, 32}) {
+        auto plan = avgpool::pooling<2>::create({2, 5, 64 / w, w}, two);
+        ASSERT_TRUE(plan);
+        perm_plane_check(*plan, gen, "2x2 on " + std::to_string(64 / w) + "x" + std::to_string(w), &hand);
+    }
+    EXPECT_EQ(hand.backward, 4);
+    EXPECT_EQ(hand.backward_zero_lane, 1);
+    // ShuffleNet's 576 planes: forward() and backward() give the whole-plane kernels' bits
+    // (the dispatch takes them; both horizontal first without masks).
+    auto shuffle = avgpool::pooling<2>::create({1, 576, 7, 7}, a);
+    ASSERT_TRUE(shuffle);
+    const auto& d = avgpool::detail::plan_access::data(*shuffle);
+    ASSERT_TRUE(avgpool::detail::perm_plane_backward::applicable(d));
+    const avgpool::detail::perm_plane_kernel<float> fk(d, avgpool::detail::pool_op::average);
+    const avgpool::detail::perm_plane_backward bk(d);
+    EXPECT_TRUE(fk.horizontal_first() && fk.zero_lane() && bk.zero_lane());
+    std::vector<float> x(static_cast<std::size_t>(shuffle->input_size())), y(static_cast<std::size_t>(shuffle->output_size()));
+    for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 29) * 0.31f - 4.0f;
+    for (std::size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(i % 13) * 0.7f - 3.0f;
+    std::vector<float> api_y(y.size(), 1.0f), own_y(y.size(), 2.0f), api_x(x.size(), 1.0f), own_x(x.size(), 2.0f);
+    ASSERT_TRUE(shuffle->forward(x.data(), api_y.data()).ok());
+    fk.run(x.data(), own_y.data(), 0, 576);
+    EXPECT_EQ(0, std::memcmp(api_y.data(), own_y.data(), y.size() * sizeof(float))) << "forward()";
+    ASSERT_TRUE(shuffle->backward(y.data(), api_x.data()).ok());
+    bk.run(y.data(), own_x.data(), 0, 576);
+    EXPECT_EQ(0, std::memcmp(api_x.data(), own_x.data(), x.size() * sizeof(float))) << "backward()";
 #else
     GTEST_SKIP() << "the permute kernel needs AVX-512 (build with -march=native on such a CPU)";
 #endif
@@ -1054,6 +1124,11 @@ void same_bits_as_tile(const avgpool::pooling<2>& plan, bool forward) {
                 EXPECT_EQ(0, std::memcmp(api.data(), direct.data(), n * sizeof(T))) << "backward (permute kernel)";
                 return;
             }
+            if (avgpool::detail::perm_plane_backward::applicable(d)) {  // planes up to 64: its whole-plane form
+                avgpool::detail::perm_plane_backward(d).run(in.data(), direct.data(), 0, items);
+                EXPECT_EQ(0, std::memcmp(api.data(), direct.data(), n * sizeof(T))) << "backward (whole-plane permute)";
+                return;
+            }
         }
 #endif
         k.run_backward(in.data(), direct.data(), 0, items);
@@ -1061,8 +1136,9 @@ void same_bits_as_tile(const avgpool::pooling<2>& plan, bool forward) {
     EXPECT_EQ(0, std::memcmp(api.data(), direct.data(), n * sizeof(T))) << (forward ? "forward" : "backward");
 }
 
-// ShuffleNet's geometry takes the tile kernel through the public API, and both passes agree
-// with the reference; larger planes, long output rows and few planes stay with the row kernels.
+// ShuffleNet's geometry takes the tile kernel through the public API (float 7x7 on AVX-512:
+// the whole-plane permute kernels, checked by same_bits_as_tile), and both passes agree with
+// the reference; larger planes, long output rows and few planes stay with the row kernels.
 TEST(TileKernel, ChosenForManySmallPlanes) {
     avgpool::pool_attrs<2> a;
     a.kernel = {3, 3};

@@ -588,6 +588,13 @@ private:
                 fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run(g, gi, b, e); });
                 return true;
             }
+            if constexpr (R == 2) {
+                if (detail::perm_plane_backward::applicable(d_)) {
+                    const detail::perm_plane_backward k(d_);
+                    fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run(g, gi, b, e); });
+                    return true;
+                }
+            }
         }
 #endif
         if (detail::pair_applicable<U, R>(d_)) {

@@ -1227,6 +1227,126 @@ private:
     alignas(64) std::int32_t vidx_[perm_max_taps * 16] = {};
 };
 
+/// Backward of the horizontal-first whole-plane form, its transpose: a plane's scaled output
+/// gradients (one vector) go to the row sums' lanes, one permute per output row covering an
+/// input row, then to the input lanes, one two-source permute per output column covering an
+/// input column; every input vector is stored whole, so grad_in is overwritten with no
+/// clearing pass (uncovered inputs and padding get +0). 576 7x7 planes at 3x3 stride 2: 12
+/// permutes a plane, where the tile kernel's transposes took 6.6 us.
+class perm_plane_backward {
+public:
+    explicit perm_plane_backward(const plan_data<2>& p) : p_(p) {
+        const pool_geometry<2>& g = p.geometry;
+        const index_t H = g.input[0], W = g.input[1], Ho = g.output[0], Wo = g.output[1];
+        n_ = H * W;
+        os_ = p.output_spatial_volume();
+        nv_ = (n_ + 15) / 16;
+        // Row sums (r, ox) at lane r * Wo + ox; with fewer than 32 of them lane 31 stays zero,
+        // and absent taps permute from it (else they are masked).
+        zero_lane_ = H * Wo < 32;
+        // Row-sum lane (r, ox) from output (oy, ox) for each oy whose window holds row r.
+        std::vector<std::vector<index_t>> rows(static_cast<std::size_t>(H));
+        for (index_t oy = 0; oy < Ho; ++oy)
+            for (index_t t = 0; t < g.kernel[0]; ++t) {
+                const index_t r = oy * g.strides[0] - g.pads_begin[0] + t * g.dilations[0];
+                if (r >= 0 && r < H) rows[static_cast<std::size_t>(r)].push_back(oy);
+            }
+        std::vector<std::vector<index_t>> cols(static_cast<std::size_t>(W));
+        for (index_t ox = 0; ox < Wo; ++ox)
+            for (index_t t = 0; t < g.kernel[1]; ++t) {
+                const index_t c = ox * g.strides[1] - g.pads_begin[1] + t * g.dilations[1];
+                if (c >= 0 && c < W) cols[static_cast<std::size_t>(c)].push_back(ox);
+            }
+        // At least one tap each: a row or column no window covers permutes zeros.
+        cv_ = ch_ = 1;
+        for (const auto& l : rows) cv_ = std::max(cv_, static_cast<index_t>(l.size()));
+        for (const auto& l : cols) ch_ = std::max(ch_, static_cast<index_t>(l.size()));
+        std::fill(std::begin(ridx_), std::end(ridx_), 16);  // the zero source
+        for (index_t l = 0; l < H * Wo; ++l) {
+            const auto& list = rows[static_cast<std::size_t>(l / Wo)];
+            for (std::size_t j = 0; j < list.size(); ++j)
+                ridx_[((l / 16) * perm_max_taps + static_cast<index_t>(j)) * 16 + l % 16] = static_cast<std::int32_t>(list[j] * Wo + l % Wo);
+        }
+        std::fill(std::begin(cidx_), std::end(cidx_), zero_lane_ ? 31 : 0);
+        for (index_t i = 0; i < n_; ++i) {
+            const index_t r = i / W;
+            const auto& list = cols[static_cast<std::size_t>(i % W)];
+            for (std::size_t j = 0; j < list.size(); ++j) {
+                const std::size_t at = static_cast<std::size_t>((i / 16) * perm_max_taps + static_cast<index_t>(j));
+                cidx_[at * 16 + static_cast<std::size_t>(i % 16)] = static_cast<std::int32_t>(r * Wo + list[j]);
+                cmask_[at] = static_cast<__mmask16>(cmask_[at] | (1u << (i % 16)));
+            }
+        }
+        for (index_t v = 0; v < nv_; ++v)
+            smask_[v] = static_cast<__mmask16>(n_ - 16 * v >= 16 ? 0xffffu : (1u << (n_ - 16 * v)) - 1u);
+    }
+
+    /// Whether the plan suits it: the whole-plane form's geometry with at most 32 row sums.
+    static bool applicable(const plan_data<2>& p) noexcept {
+        return perm_types<float, float>() && !p.plane_rdiv_f.empty() && perm_plane_geometry<2>(p) &&
+               p.geometry.input[0] * p.geometry.output[1] <= 32;
+    }
+
+    /// grad_in planes item_begin .. item_end - 1 from grad_out.
+    void run(const float* grad_out, float* grad_in, index_t item_begin, index_t item_end) const {
+        if (zero_lane_ && cv_ == 2 && ch_ == 2 && nv_ == 4) return planes<2, 2, 4, true>(grad_out, grad_in, item_begin, item_end);
+        if (zero_lane_) return planes<0, 0, 0, true>(grad_out, grad_in, item_begin, item_end);
+        planes<0, 0, 0, false>(grad_out, grad_in, item_begin, item_end);
+    }
+
+    bool zero_lane() const noexcept { return zero_lane_; }
+
+private:
+    // CV, CH: the most output rows / columns covering an input row / column; NV: input vectors
+    // (0: at run time); ZL: zero_lane_.
+    template <int CV, int CH, int NV, bool ZL>
+    void planes(const float* grad_out, float* grad_in, index_t c0, index_t c1) const {
+        const index_t cv = CV > 0 ? CV : cv_, ch = CH > 0 ? CH : ch_, nv = NV > 0 ? NV : nv_, os = os_, n = n_;
+        const __mmask16 keep = static_cast<__mmask16>((1u << os) - 1u);
+        // The forward reciprocals: an empty window's (inf or 1) never reaches grad_in, as no
+        // input lists it.
+        const __m512 scale = _mm512_maskz_loadu_ps(keep, p_.template plane_reciprocals<float>());
+        __m512i ri[2][perm_max_taps];
+        for (index_t j = 0; j < cv; ++j)
+            for (int k = 0; k < 2; ++k) ri[k][j] = _mm512_loadu_si512(ridx_ + (k * perm_max_taps + j) * 16);
+        const __m512 zero = _mm512_setzero_ps();
+        for (index_t c = c0; c < c1; ++c) {
+            // (+ 0: a -0 gradient adds +0, as the reference's sums from +0 do.)
+            const __m512 gs = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(keep, grad_out + c * os), scale, zero);
+            __m512 h[2];
+            for (int k = 0; k < 2; ++k)
+                h[k] = perm_sum<CV>(cv, [&](index_t j) { return _mm512_permutex2var_ps(gs, ri[k][j], zero); });
+            float* const gi = grad_in + c * n;
+            auto vector = [&](index_t v) {
+                const __m512 acc = perm_sum<CH>(ch, [&](index_t j) {
+                    const std::size_t at = static_cast<std::size_t>(v * perm_max_taps + j);
+                    const __m512i idx = _mm512_loadu_si512(cidx_ + at * 16);
+                    return ZL ? _mm512_permutex2var_ps(h[0], idx, h[1]) : _mm512_maskz_permutex2var_ps(cmask_[at], h[0], idx, h[1]);
+                });
+                if (16 * v + 16 <= n)
+                    _mm512_storeu_ps(gi + 16 * v, acc);
+                else
+                    _mm512_mask_storeu_ps(gi + 16 * v, smask_[v], acc);
+            };
+            if constexpr (NV > 0) {
+                unrolled<NV>([&](auto v) { vector(static_cast<index_t>(v)); });
+            } else {
+                for (index_t v = 0; v < nv; ++v) vector(v);
+            }
+        }
+    }
+
+    const plan_data<2>& p_;
+    index_t n_ = 0, os_ = 0, nv_ = 0, cv_ = 1, ch_ = 1;
+    bool zero_lane_ = false;
+    // Per row-sum vector and covering output row: lanes of the scaled gradients (16: zero).
+    alignas(64) std::int32_t ridx_[2 * perm_max_taps * 16];
+    // Per input vector and covering output column: lanes of the row sums, and their masks.
+    alignas(64) std::int32_t cidx_[4 * perm_max_taps * 16];
+    __mmask16 cmask_[4 * perm_max_taps] = {};
+    __mmask16 smask_[4] = {};
+};
+
 #endif  // AVGPOOL_PERM_KERNEL
 
 }  // namespace detail
