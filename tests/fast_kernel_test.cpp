@@ -838,6 +838,7 @@ void perm_plane_backward_check(const avgpool::pooling<2>& plan, std::mt19937_64&
     namespace dt = avgpool::detail;
     const auto& d = dt::plan_access::data(plan);
     if (!dt::perm_plane_backward::applicable(d)) return;
+    ASSERT_TRUE(d.perm_plane_b != nullptr) << "the plan holds no whole-plane backward";
     const dt::perm_plane_backward k(d);
     if (orders != nullptr) {
         ++orders->backward;
@@ -889,7 +890,8 @@ void perm_plane_check(const avgpool::pooling<2>& plan, std::mt19937_64& gen, con
         // Guards past the end: a store must not reach them.
         std::vector<float> whole(on + 16, 1e30f), vfirst(on + 16, 3e30f), api(on, 7.0f), threaded(on, 9.0f), ref(on),
             ref_abs(on);
-        const dt::perm_plane_kernel<float> k(d, op), kv(d, op, false);
+        const dt::perm_plane_tables vertical(d, false);
+        const dt::perm_plane_kernel<float> k(d, op), kv(d, op, vertical);
         ASSERT_FALSE(kv.horizontal_first());
         if (orders != nullptr && op == dt::pool_op::sum) {
             if (k.horizontal_first()) {

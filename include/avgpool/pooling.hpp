@@ -447,6 +447,15 @@ private:
         if (detail::same_geometry<R>(d_) || detail::tile_geometry<R>(d_, true) || detail::perm_geometry<R>(d_) ||
             detail::perm_plane_geometry<R>(d_))
             build_plane_reciprocals();
+#if AVGPOOL_PERM_KERNEL
+        if constexpr (R == 2) {
+            if (detail::perm_plane_geometry<R>(d_) && !d_.plane_rdiv_f.empty()) {
+                d_.perm_plane_f = std::make_shared<const detail::perm_plane_tables>(d_);
+                if (detail::perm_plane_backward::applicable(d_))
+                    d_.perm_plane_b = std::make_shared<const detail::perm_plane_backward>(d_);
+            }
+        }
+#endif
         if (detail::perm_geometry<R>(d_)) {
             d_.perm_rows = detail::perm_rows<R>(d_);
             detail::perm_horizontal<R>(d_, d_.perm_hchunks, d_.perm_hidx, d_.perm_hmask, d_.perm_htaps);
@@ -589,8 +598,8 @@ private:
                 return true;
             }
             if constexpr (R == 2) {
-                if (detail::perm_plane_backward::applicable(d_)) {
-                    const detail::perm_plane_backward k(d_);
+                if (d_.perm_plane_b != nullptr) {
+                    const detail::perm_plane_backward& k = *d_.perm_plane_b;
                     fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run(g, gi, b, e); });
                     return true;
                 }

@@ -330,7 +330,8 @@ bool perm_plane_geometry(const plan_data<R>& p) noexcept {
 
 template <class T, std::size_t R, class M = T>
 bool perm_plane_applicable(const plan_data<R>& p) noexcept {
-    return perm_types<T, M>() && !p.plane_rdiv_f.empty() && perm_plane_geometry<R>(p);
+    // The tables exist only where perm_plane_geometry held when the plan was made.
+    return perm_types<T, M>() && !p.plane_rdiv_f.empty() && p.perm_plane_f != nullptr;
 }
 
 /// Backward's horizontal transpose, built once per plan: for each input column, the outputs
@@ -992,23 +993,11 @@ private:
     std::uint16_t mask_[perm_bmax_vecs * perm_max_taps];
 };
 
-/// The whole-plane form, for planes of at most 64 inputs with at most 16 outputs (ShuffleNet's
-/// 7x7 and 8x8 at stride 2). No row is set up at all. Two orders:
-/// - horizontal first, where the horizontal sums of every input row (H x Wo of them) fit two
-///   vectors: per horizontal tap, one two-source permute of the plane's loaded columns per
-///   vector of sums, then per vertical tap one permute of those sums gives the outputs. 3x3
-///   stride 2 on 7x7 takes 9 permutes, 6 additions and 4 loads a plane;
-/// - vertical first, otherwise: four vectors of vertical sums, S[i] = sum over taps t of
-///   x[i + (t * dilation - pad) * W] (masked to the plane), computed for every position in
-///   flat order with shifted loads, then per horizontal tap one permute from each pair of S
-///   vectors. On 7x7 that is 12 masked loads and 13 additions: the masked loads and the
-///   additions share two ports with the permutes, so it ran at 21 cycles a plane against 9.
-template <class M = float>
-class perm_plane_kernel {
-public:
+/// The whole-plane kernels' forward tables (see perm_plane_kernel), built once per plan.
+struct perm_plane_tables {
     /// hfirst: take the horizontal-first order where it applies (tests turn it off to check
     /// the other order on the same plans).
-    perm_plane_kernel(const plan_data<2>& p, pool_op op, bool hfirst = true) : p_(p), average_(op == pool_op::average) {
+    explicit perm_plane_tables(const plan_data<2>& p, bool hfirst = true) {
         const pool_geometry<2>& g = p.geometry;
         const index_t H = g.input[0], W = g.input[1], Wo = g.output[1], n = H * W;
         xs_ = n;
@@ -1052,84 +1041,69 @@ public:
         }
     }
 
-    /// Planes item_begin .. item_end - 1 (item = n * C + c).
-    void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
-        if (nh_ == 2 && zero_lane_) {
-            if (kv_ == 3 && kh_ == 3) return hplanes<3, 3, 2, true>(in, out, item_begin, item_end);
-            if (kv_ == 2 && kh_ == 2) return hplanes<2, 2, 2, true>(in, out, item_begin, item_end);
-            return hplanes<0, 0, 2, true>(in, out, item_begin, item_end);
-        }
-        if (nh_ == 2) return hplanes<0, 0, 2, false>(in, out, item_begin, item_end);
-        if (nh_ == 1 && zero_lane_) return hplanes<0, 0, 1, true>(in, out, item_begin, item_end);
-        if (nh_ == 1) return hplanes<0, 0, 1, false>(in, out, item_begin, item_end);
-        if (kv_ == 3 && kh_ == 3) return planes<3, 3>(in, out, item_begin, item_end);
-        if (kv_ == 2 && kh_ == 2) return planes<2, 2>(in, out, item_begin, item_end);
-        planes<0, 0>(in, out, item_begin, item_end);
-    }
-
-    /// Whether the planes are summed horizontally first, and if so whether without masks.
-    bool horizontal_first() const noexcept { return nh_ > 0; }
-    bool zero_lane() const noexcept { return zero_lane_; }
-
-private:
     // The horizontal-first tables, if the order applies: row sums (r, ox) at lane r * Wo + ox
     // of vector (r * Wo + ox) / 16, each vector's taps within 32 positions of its base.
     bool horizontal_tables(const pool_geometry<2>& g) {
         const index_t H = g.input[0], W = g.input[1], Ho = g.output[0], Wo = g.output[1], n = H * W;
         const index_t nh = (H * Wo + 15) / 16;
         if (nh > 2) return false;
-        index_t span[2] = {};
-        for (index_t k = 0; k < nh; ++k) {
-            const index_t l0 = 16 * k, l1 = std::min<index_t>(H * Wo, 16 * k + 16);
-            index_t lo = n, hi = -1;
-            for (index_t l = l0; l < l1; ++l)
+        // Built on every call: nested loops, no division (divisions by Wo made the tables cost
+        // more than 16 planes' sums).
+        index_t cols[16 * perm_max_taps];  // per output column and tap: the input column, or -1
+        for (index_t ox = 0; ox < Wo; ++ox)
+            for (index_t t = 0; t < kh_; ++t) {
+                const index_t col = ox * g.strides[1] - g.pads_begin[1] + t * g.dilations[1];
+                cols[ox * perm_max_taps + t] = col >= 0 && col < W ? col : -1;
+            }
+        index_t lo[2] = {n, n}, hi[2] = {-1, -1};
+        for (index_t r = 0, l = 0; r < H; ++r)
+            for (index_t ox = 0; ox < Wo; ++ox, ++l)
                 for (index_t t = 0; t < kh_; ++t) {
-                    const index_t col = (l % Wo) * g.strides[1] - g.pads_begin[1] + t * g.dilations[1];
-                    if (col < 0 || col >= W) continue;
-                    lo = std::min(lo, (l / Wo) * W + col);
-                    hi = std::max(hi, (l / Wo) * W + col);
+                    const index_t col = cols[ox * perm_max_taps + t];
+                    if (col < 0) continue;
+                    lo[l >> 4] = std::min(lo[l >> 4], r * W + col);
+                    hi[l >> 4] = std::max(hi[l >> 4], r * W + col);
                 }
-            if (hi < 0) lo = hi = 0;  // no tap in the plane: the vector stays zero
-            if (hi - lo >= 32) return false;
-            hbase_[k] = lo;
-            span[k] = hi - lo + 1;
+        for (index_t k = 0; k < nh; ++k) {
+            if (hi[k] < 0) lo[k] = hi[k] = 0;  // no tap in the plane: the vector stays zero
+            if (hi[k] - lo[k] >= 32) return false;
+            hbase_[k] = lo[k];
         }
         // Zero lane: where every vector's columns leave the last of its 32 loaded lanes unused
         // and the row sums leave their lane 31 unused (or fit one vector), that lane is loaded
         // as zero and absent taps permute from it, so no permute needs a mask. Masks moved
         // from general registers took the permute port (13 moves to 9 permutes on 7x7).
-        zero_lane_ = (nh == 1 || H * Wo < 32) && span[0] < 32 && (nh == 1 || span[1] < 32);
+        zero_lane_ = (nh == 1 || H * Wo < 32) && hi[0] - lo[0] < 31 && (nh == 1 || hi[1] - lo[1] < 31);
         const std::int32_t none = zero_lane_ ? 31 : 0;
-        for (index_t k = 0; k < nh; ++k) {
-            const index_t l0 = 16 * k, l1 = std::min<index_t>(H * Wo, 16 * k + 16), lo = hbase_[k];
+        for (index_t k = 0; k < nh; ++k)
             for (index_t j = 0; j < 2; ++j) {
                 std::uint32_t m = 0;  // the loaded columns within the plane
                 for (index_t l = 0; l < 16; ++l)
-                    if (lo + 16 * j + l < n && !(zero_lane_ && j == 1 && l == 15)) m |= 1u << l;
+                    if (hbase_[k] + 16 * j + l < n && !(zero_lane_ && j == 1 && l == 15)) m |= 1u << l;
                 lmask_[2 * k + j] = static_cast<__mmask16>(m);
             }
-            for (index_t t = 0; t < kh_; ++t) {
-                std::uint32_t m = 0;
-                std::int32_t* lanes = idx_ + (k * perm_max_taps + t) * 16;
-                std::fill(lanes, lanes + 16, none);
-                for (index_t l = l0; l < l1; ++l) {
-                    const index_t col = (l % Wo) * g.strides[1] - g.pads_begin[1] + t * g.dilations[1];
-                    if (col < 0 || col >= W) continue;
-                    lanes[l - l0] = static_cast<std::int32_t>((l / Wo) * W + col - lo);
-                    m |= 1u << (l - l0);
+        std::fill(idx_, idx_ + 2 * perm_max_taps * 16, none);
+        for (index_t r = 0, l = 0; r < H; ++r)
+            for (index_t ox = 0; ox < Wo; ++ox, ++l) {
+                const index_t k = l >> 4, lane = l & 15;
+                for (index_t t = 0; t < kh_; ++t) {
+                    const index_t col = cols[ox * perm_max_taps + t];
+                    if (col < 0) continue;
+                    idx_[(k * perm_max_taps + t) * 16 + lane] = static_cast<std::int32_t>(r * W + col - hbase_[k]);
+                    hmask_[k * perm_max_taps + t] = static_cast<__mmask16>(hmask_[k * perm_max_taps + t] | (1u << lane));
                 }
-                hmask_[k * perm_max_taps + t] = static_cast<__mmask16>(m);
             }
-        }
         // Output (oy, ox), vertical tap t: the row sums of row oy * s - pad + t * d.
+        std::fill(vidx_, vidx_ + perm_max_taps * 16, none);
         for (index_t t = 0; t < kv_; ++t) {
             std::uint32_t m = 0;
-            std::fill(vidx_ + t * 16, vidx_ + t * 16 + 16, none);
-            for (index_t o = 0; o < Ho * Wo; ++o) {
-                const index_t row = (o / Wo) * g.strides[0] - g.pads_begin[0] + t * g.dilations[0];
+            for (index_t oy = 0; oy < Ho; ++oy) {
+                const index_t row = oy * g.strides[0] - g.pads_begin[0] + t * g.dilations[0];
                 if (row < 0 || row >= H) continue;
-                vidx_[t * 16 + o] = static_cast<std::int32_t>(row * Wo + o % Wo);
-                m |= 1u << o;
+                for (index_t ox = 0; ox < Wo; ++ox) {
+                    vidx_[t * 16 + oy * Wo + ox] = static_cast<std::int32_t>(row * Wo + ox);
+                    m |= 1u << (oy * Wo + ox);
+                }
             }
             vmask_[t] = static_cast<__mmask16>(m);
         }
@@ -1137,81 +1111,6 @@ private:
         return true;
     }
 
-    // The horizontal-first order; NH: vectors of row sums (1 or 2); ZL: zero_lane_.
-    template <int KV, int KH, int NH, bool ZL>
-    void hplanes(const M* in, M* out, index_t c0, index_t c1) const {
-        const float* const rdiv = average_ ? p_.template plane_reciprocals<float>() : nullptr;
-        const index_t kv = KV > 0 ? KV : kv_, kh = KH > 0 ? KH : kh_, xs = xs_, os = os_;
-        const __mmask16 keep = keep_;
-        const __m512 scale = rdiv != nullptr ? _mm512_maskz_loadu_ps(keep, rdiv) : _mm512_set1_ps(1.0f);
-        __m512i hi[NH][perm_max_taps], vi[perm_max_taps];
-        for (index_t t = 0; t < kh; ++t)
-            for (int k = 0; k < NH; ++k) hi[k][t] = _mm512_loadu_si512(idx_ + (k * perm_max_taps + t) * 16);
-        for (index_t t = 0; t < kv; ++t) vi[t] = _mm512_loadu_si512(vidx_ + t * 16);
-        // Locals, so that they stay in mask registers (the stores may alias the members).
-        const __mmask16 lm[4] = {lmask_[0], lmask_[1], lmask_[2], lmask_[3]};
-        const index_t base[2] = {hbase_[0], hbase_[1]};
-        auto perm = [&](__mmask16 m, __m512 a, __m512i i, __m512 b) {
-            return ZL ? _mm512_permutex2var_ps(a, i, b) : _mm512_maskz_permutex2var_ps(m, a, i, b);
-        };
-        for (index_t c = c0; c < c1; ++c) {
-            // As an integer: a second load's masked-off lanes may lie past the array.
-            const std::uintptr_t x = reinterpret_cast<std::uintptr_t>(in + c * xs);
-            auto at = [&](index_t i) { return reinterpret_cast<const M*>(x + static_cast<std::uintptr_t>(i) * sizeof(M)); };
-            __m512 h[2];
-            unrolled<NH>([&](auto k) {
-                const __m512 a = masked_load(lm[2 * k], at(base[k]));
-                const __m512 b = masked_load(lm[2 * k + 1], at(base[k] + 16));
-                h[k] = perm_sum<KH>(kh, [&](index_t t) { return perm(hmask_[k * perm_max_taps + t], a, hi[k][t], b); });
-            });
-            if constexpr (NH == 1) h[1] = _mm512_setzero_ps();
-            __m512 acc = perm_sum<KV>(kv, [&](index_t t) { return perm(vmask_[t], h[0], vi[t], h[1]); });
-            // (+ 0, fused into the scaling: see plus_zero.)
-            acc = _mm512_fmadd_ps(acc, scale, _mm512_setzero_ps());  // (scale is 1 for sums)
-            masked_store(out + c * os, keep, acc);
-        }
-    }
-
-    // KV, KH: the taps (0: kv_, kh_ at run time).
-    template <int KV, int KH>
-    void planes(const M* in, M* out, index_t c0, index_t c1) const {
-        const float* const rdiv = average_ ? p_.template plane_reciprocals<float>() : nullptr;
-        const index_t kv = KV > 0 ? KV : kv_, kh = KH > 0 ? KH : kh_, xs = xs_, os = os_;
-        const __mmask16 keep = keep_;
-        const __m512 scale = rdiv != nullptr ? _mm512_maskz_loadu_ps(keep, rdiv) : _mm512_set1_ps(1.0f);
-        __m512i ia[perm_max_taps], ib[perm_max_taps];
-        for (index_t t = 0; t < kh; ++t) {
-            ia[t] = _mm512_loadu_si512(idx_ + t * 16);
-            ib[t] = _mm512_loadu_si512(idx_ + (perm_max_taps + t) * 16);
-        }
-        for (index_t c = c0; c < c1; ++c) {
-            // The plane's address as an integer: the shifted loads' masked-off lanes may lie
-            // before or past it (never read), and pointer arithmetic may not leave the array.
-            const std::uintptr_t x = reinterpret_cast<std::uintptr_t>(in + c * xs);
-            // Always four vectors, unrolled, so they stay in registers (the unused ones load
-            // nothing: their masks are empty).
-            __m512 sv[4];
-            unrolled<4>([&](auto v) {
-                const index_t* o = off_ + v * perm_max_taps;
-                const __mmask16* mk = vmask_ + v * perm_max_taps;
-                auto tap = [&](index_t t) {
-                    return masked_load(mk[t], reinterpret_cast<const M*>(x + static_cast<std::uintptr_t>(o[t] * static_cast<index_t>(sizeof(M)))));
-                };
-                sv[v] = perm_sum<KV>(kv, tap);
-            });
-            auto hsum = [&](index_t t) {
-                const __m512 a = _mm512_maskz_permutex2var_ps(hmask_[t], sv[0], ia[t], sv[1]);
-                return _mm512_add_ps(a, _mm512_maskz_permutex2var_ps(hmask_[perm_max_taps + t], sv[2], ib[t], sv[3]));
-            };
-            __m512 acc = perm_sum<KH>(kh, hsum);
-            // (+ 0, fused into the scaling: see plus_zero.)
-            acc = _mm512_fmadd_ps(acc, scale, _mm512_setzero_ps());  // (scale is 1 for sums)
-            masked_store(out + c * os, keep, acc);
-        }
-    }
-
-    const plan_data<2>& p_;
-    bool average_;
     index_t xs_ = 0, os_ = 0, kv_ = 1, kh_ = 1;
     __mmask16 keep_ = 0;
     index_t off_[4 * perm_max_taps] = {};
@@ -1227,6 +1126,123 @@ private:
     alignas(64) std::int32_t vidx_[perm_max_taps * 16] = {};
 };
 
+/// The whole-plane form, for planes of at most 64 inputs with at most 16 outputs (ShuffleNet's
+/// 7x7 and 8x8 at stride 2). No row is set up at all. Two orders:
+/// - horizontal first, where the horizontal sums of every input row (H x Wo of them) fit two
+///   vectors: per horizontal tap, one two-source permute of the plane's loaded columns per
+///   vector of sums, then per vertical tap one permute of those sums gives the outputs. 3x3
+///   stride 2 on 7x7 takes 9 permutes, 6 additions and 4 loads a plane;
+/// - vertical first, otherwise: four vectors of vertical sums, S[i] = sum over taps t of
+///   x[i + (t * dilation - pad) * W] (masked to the plane), computed for every position in
+///   flat order with shifted loads, then per horizontal tap one permute from each pair of S
+///   vectors. On 7x7 that is 12 masked loads and 13 additions: the masked loads and the
+///   additions share two ports with the permutes, so it ran at 21 cycles a plane against 9.
+template <class M = float>
+class perm_plane_kernel {
+public:
+    /// With the plan's tables, or others built from the same plan (tests).
+    perm_plane_kernel(const plan_data<2>& p, pool_op op) : perm_plane_kernel(p, op, *p.perm_plane_f) {}
+    perm_plane_kernel(const plan_data<2>& p, pool_op op, const perm_plane_tables& t)
+        : p_(p), t_(t), average_(op == pool_op::average) {}
+
+    /// Planes item_begin .. item_end - 1 (item = n * C + c).
+    void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
+        if (t_.nh_ == 2 && t_.zero_lane_) {
+            if (t_.kv_ == 3 && t_.kh_ == 3) return hplanes<3, 3, 2, true>(in, out, item_begin, item_end);
+            if (t_.kv_ == 2 && t_.kh_ == 2) return hplanes<2, 2, 2, true>(in, out, item_begin, item_end);
+            return hplanes<0, 0, 2, true>(in, out, item_begin, item_end);
+        }
+        if (t_.nh_ == 2) return hplanes<0, 0, 2, false>(in, out, item_begin, item_end);
+        if (t_.nh_ == 1 && t_.zero_lane_) return hplanes<0, 0, 1, true>(in, out, item_begin, item_end);
+        if (t_.nh_ == 1) return hplanes<0, 0, 1, false>(in, out, item_begin, item_end);
+        if (t_.kv_ == 3 && t_.kh_ == 3) return planes<3, 3>(in, out, item_begin, item_end);
+        if (t_.kv_ == 2 && t_.kh_ == 2) return planes<2, 2>(in, out, item_begin, item_end);
+        planes<0, 0>(in, out, item_begin, item_end);
+    }
+
+    /// Whether the planes are summed horizontally first, and if so whether without masks.
+    bool horizontal_first() const noexcept { return t_.nh_ > 0; }
+    bool zero_lane() const noexcept { return t_.zero_lane_; }
+
+private:
+    // The horizontal-first order; NH: vectors of row sums (1 or 2); ZL: the zero lane.
+    template <int KV, int KH, int NH, bool ZL>
+    void hplanes(const M* in, M* out, index_t c0, index_t c1) const {
+        const float* const rdiv = average_ ? p_.template plane_reciprocals<float>() : nullptr;
+        const index_t kv = KV > 0 ? KV : t_.kv_, kh = KH > 0 ? KH : t_.kh_, xs = t_.xs_, os = t_.os_;
+        const __mmask16 keep = t_.keep_;
+        const __m512 scale = rdiv != nullptr ? _mm512_maskz_loadu_ps(keep, rdiv) : _mm512_set1_ps(1.0f);
+        __m512i hi[NH][perm_max_taps], vi[perm_max_taps];
+        for (index_t t = 0; t < kh; ++t)
+            for (int k = 0; k < NH; ++k) hi[k][t] = _mm512_loadu_si512(t_.idx_ + (k * perm_max_taps + t) * 16);
+        for (index_t t = 0; t < kv; ++t) vi[t] = _mm512_loadu_si512(t_.vidx_ + t * 16);
+        // Locals, so that they stay in mask registers (the stores may alias the members).
+        const __mmask16 lm[4] = {t_.lmask_[0], t_.lmask_[1], t_.lmask_[2], t_.lmask_[3]};
+        const index_t base[2] = {t_.hbase_[0], t_.hbase_[1]};
+        auto perm = [&](__mmask16 m, __m512 a, __m512i i, __m512 b) {
+            return ZL ? _mm512_permutex2var_ps(a, i, b) : _mm512_maskz_permutex2var_ps(m, a, i, b);
+        };
+        for (index_t c = c0; c < c1; ++c) {
+            // As an integer: a second load's masked-off lanes may lie past the array.
+            const std::uintptr_t x = reinterpret_cast<std::uintptr_t>(in + c * xs);
+            auto at = [&](index_t i) { return reinterpret_cast<const M*>(x + static_cast<std::uintptr_t>(i) * sizeof(M)); };
+            __m512 h[2];
+            unrolled<NH>([&](auto k) {
+                const __m512 a = masked_load(lm[2 * k], at(base[k]));
+                const __m512 b = masked_load(lm[2 * k + 1], at(base[k] + 16));
+                h[k] = perm_sum<KH>(kh, [&](index_t t) { return perm(t_.hmask_[k * perm_max_taps + t], a, hi[k][t], b); });
+            });
+            if constexpr (NH == 1) h[1] = _mm512_setzero_ps();
+            __m512 acc = perm_sum<KV>(kv, [&](index_t t) { return perm(t_.vmask_[t], h[0], vi[t], h[1]); });
+            // (+ 0, fused into the scaling: see plus_zero.)
+            acc = _mm512_fmadd_ps(acc, scale, _mm512_setzero_ps());  // (scale is 1 for sums)
+            masked_store(out + c * os, keep, acc);
+        }
+    }
+
+    // KV, KH: the taps (0: the tables' at run time).
+    template <int KV, int KH>
+    void planes(const M* in, M* out, index_t c0, index_t c1) const {
+        const float* const rdiv = average_ ? p_.template plane_reciprocals<float>() : nullptr;
+        const index_t kv = KV > 0 ? KV : t_.kv_, kh = KH > 0 ? KH : t_.kh_, xs = t_.xs_, os = t_.os_;
+        const __mmask16 keep = t_.keep_;
+        const __m512 scale = rdiv != nullptr ? _mm512_maskz_loadu_ps(keep, rdiv) : _mm512_set1_ps(1.0f);
+        __m512i ia[perm_max_taps], ib[perm_max_taps];
+        for (index_t t = 0; t < kh; ++t) {
+            ia[t] = _mm512_loadu_si512(t_.idx_ + t * 16);
+            ib[t] = _mm512_loadu_si512(t_.idx_ + (perm_max_taps + t) * 16);
+        }
+        for (index_t c = c0; c < c1; ++c) {
+            // The plane's address as an integer: the shifted loads' masked-off lanes may lie
+            // before or past it (never read), and pointer arithmetic may not leave the array.
+            const std::uintptr_t x = reinterpret_cast<std::uintptr_t>(in + c * xs);
+            // Always four vectors, unrolled, so they stay in registers (the unused ones load
+            // nothing: their masks are empty).
+            __m512 sv[4];
+            unrolled<4>([&](auto v) {
+                const index_t* o = t_.off_ + v * perm_max_taps;
+                const __mmask16* mk = t_.vmask_ + v * perm_max_taps;
+                auto tap = [&](index_t t) {
+                    return masked_load(mk[t], reinterpret_cast<const M*>(x + static_cast<std::uintptr_t>(o[t] * static_cast<index_t>(sizeof(M)))));
+                };
+                sv[v] = perm_sum<KV>(kv, tap);
+            });
+            auto hsum = [&](index_t t) {
+                const __m512 a = _mm512_maskz_permutex2var_ps(t_.hmask_[t], sv[0], ia[t], sv[1]);
+                return _mm512_add_ps(a, _mm512_maskz_permutex2var_ps(t_.hmask_[perm_max_taps + t], sv[2], ib[t], sv[3]));
+            };
+            __m512 acc = perm_sum<KH>(kh, hsum);
+            // (+ 0, fused into the scaling: see plus_zero.)
+            acc = _mm512_fmadd_ps(acc, scale, _mm512_setzero_ps());  // (scale is 1 for sums)
+            masked_store(out + c * os, keep, acc);
+        }
+    }
+
+    const plan_data<2>& p_;
+    const perm_plane_tables& t_;
+    bool average_;
+};
+
 /// Backward of the horizontal-first whole-plane form, its transpose: a plane's scaled output
 /// gradients (one vector) go to the row sums' lanes, one permute per output row covering an
 /// input row, then to the input lanes, one two-source permute per output column covering an
@@ -1235,8 +1251,11 @@ private:
 /// permutes a plane, where the tile kernel's transposes took 6.6 us.
 class perm_plane_backward {
 public:
-    explicit perm_plane_backward(const plan_data<2>& p) : p_(p) {
+    explicit perm_plane_backward(const plan_data<2>& p) {
         const pool_geometry<2>& g = p.geometry;
+        // The forward reciprocals: an empty window's (inf or 1) never reaches grad_in, as no
+        // input lists it.
+        std::copy_n(p.plane_reciprocals<float>(), p.output_spatial_volume(), rdiv_);
         const index_t H = g.input[0], W = g.input[1], Ho = g.output[0], Wo = g.output[1];
         n_ = H * W;
         os_ = p.output_spatial_volume();
@@ -1281,7 +1300,8 @@ public:
             smask_[v] = static_cast<__mmask16>(n_ - 16 * v >= 16 ? 0xffffu : (1u << (n_ - 16 * v)) - 1u);
     }
 
-    /// Whether the plan suits it: the whole-plane form's geometry with at most 32 row sums.
+    /// Whether the plan suits it (when the plan is made: then perm_plane_b holds it): the
+    /// whole-plane form's geometry with at most 32 row sums.
     static bool applicable(const plan_data<2>& p) noexcept {
         return perm_types<float, float>() && !p.plane_rdiv_f.empty() && perm_plane_geometry<2>(p) &&
                p.geometry.input[0] * p.geometry.output[1] <= 32;
@@ -1303,9 +1323,7 @@ private:
     void planes(const float* grad_out, float* grad_in, index_t c0, index_t c1) const {
         const index_t cv = CV > 0 ? CV : cv_, ch = CH > 0 ? CH : ch_, nv = NV > 0 ? NV : nv_, os = os_, n = n_;
         const __mmask16 keep = static_cast<__mmask16>((1u << os) - 1u);
-        // The forward reciprocals: an empty window's (inf or 1) never reaches grad_in, as no
-        // input lists it.
-        const __m512 scale = _mm512_maskz_loadu_ps(keep, p_.template plane_reciprocals<float>());
+        const __m512 scale = _mm512_maskz_loadu_ps(keep, rdiv_);
         __m512i ri[2][perm_max_taps];
         for (index_t j = 0; j < cv; ++j)
             for (int k = 0; k < 2; ++k) ri[k][j] = _mm512_loadu_si512(ridx_ + (k * perm_max_taps + j) * 16);
@@ -1336,8 +1354,8 @@ private:
         }
     }
 
-    const plan_data<2>& p_;
     index_t n_ = 0, os_ = 0, nv_ = 0, cv_ = 1, ch_ = 1;
+    float rdiv_[16] = {};
     bool zero_lane_ = false;
     // Per row-sum vector and covering output row: lanes of the scaled gradients (16: zero).
     alignas(64) std::int32_t ridx_[2 * perm_max_taps * 16];

@@ -31,6 +31,11 @@ struct bw_row {
     index_t first, n, copy;
 };
 
+// The whole-plane permute kernels' tables (kernel_perm.hpp, AVX-512 builds), built once per
+// plan: building them took longer than 16 planes' sums.
+struct perm_plane_tables;
+class perm_plane_backward;
+
 template <std::size_t R>
 struct plan_data {
     dims<R + 2> input_shape{};   // logical {N, C, spatial...}
@@ -84,6 +89,10 @@ struct plan_data {
     // The permute kernel's input rows per outer output row (kernel_perm.hpp); empty when that
     // kernel does not apply.
     std::vector<index_t> perm_rows;
+    // R = 2, planes of at most 64 inputs (perm_plane_geometry): the whole-plane forward's and
+    // backward's tables; null where they do not apply.
+    std::shared_ptr<const perm_plane_tables> perm_plane_f;
+    std::shared_ptr<const perm_plane_backward> perm_plane_b;
     // Its horizontal tables (perm_horizontal): chunk triples, lane indices and masks per chunk
     // and tap, and the tap count.
     std::vector<index_t> perm_hchunks;
