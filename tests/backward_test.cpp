@@ -401,8 +401,8 @@ void cl_vs_reference(int cases, index_t max_extent, index_t max_last) {
         for (std::size_t a = 0; a < R; ++a) out[a] = pick(1, s[a + 2] + 2);
         const bool adaptive = c % 5 == 4;
         const auto a = random_fast_attrs<R>(gen, s);
-        auto plan = adaptive ? avgpool::pooling<R>::create_adaptive(s, out, avgpool::layout::channels_last)
-                             : avgpool::pooling<R>::create(s, a, avgpool::layout::channels_last);
+        auto plan = adaptive ? avgpool::detail::plan_access::create_adaptive_exact<R>(s, out, avgpool::layout::channels_last)
+                             : avgpool::detail::plan_access::create_exact<R>(s, a, avgpool::layout::channels_last);
         if (!plan) continue;
         SCOPED_TRACE(describe<R>(s, a, "case " + std::to_string(c)) + (adaptive ? " adaptive" : ""));
         const auto& d = avgpool::detail::plan_access::data(*plan);
@@ -436,7 +436,7 @@ void non_overlapping_exact() {
     a.kernel = {2, 2};
     a.strides = {2, 2};
     a.rounding = avgpool::rounding_type::ceil;
-    auto plan = avgpool::pooling<2>::create({1, C, H, W}, a, avgpool::layout::channels_last);
+    auto plan = avgpool::detail::plan_access::create_exact<2>({1, C, H, W}, a, avgpool::layout::channels_last);
     ASSERT_TRUE(plan.ok());
     const auto& d = avgpool::detail::plan_access::data(*plan);
     ASSERT_TRUE((avgpool::detail::backward_cl_applicable<T, 2>(d)));
@@ -515,7 +515,7 @@ void cl_flipped(int cases) {
         const index_t mode = pick(0, 3);
         a.divisor = mode == 0 ? avgpool::divisor_type::include_pad : avgpool::divisor_type::exclude_pad;
         if (mode == 3) a.divisor_override = pick(1, 9);
-        auto plan = avgpool::pooling<R>::create(s, a, avgpool::layout::channels_last);
+        auto plan = avgpool::detail::plan_access::create_exact<R>(s, a, avgpool::layout::channels_last);
         ASSERT_TRUE(plan.ok());
         SCOPED_TRACE(describe<R>(s, a, "case " + std::to_string(c)));
         const auto& d = avgpool::detail::plan_access::data(*plan);
@@ -556,7 +556,7 @@ TEST(Backward, ChannelsLastFlipPreference) {
         a.kernel = {k, k};
         a.strides = {stride, stride};
         a.pads_begin = a.pads_end = {pad, pad};
-        return avgpool::pooling<2>::create(s, a, avgpool::layout::channels_last);
+        return avgpool::detail::plan_access::create_exact<2>(s, a, avgpool::layout::channels_last);
     };
     auto s2 = plan({1, 144, 28, 28}, 3, 2, 1), s1 = plan({1, 192, 35, 35}, 3, 1, 1), k7 = plan({1, 1024, 8, 8}, 7, 1, 3);
     ASSERT_TRUE(s2.ok() && s1.ok() && k7.ok());
@@ -574,8 +574,8 @@ TEST(Backward, ChannelsLastFlipped) {
     avgpool::pool_attrs<1> k3;
     k3.kernel = {3};
     k3.pads_begin = k3.pads_end = {1};
-    auto fits = avgpool::pooling<1>::create({1, 64, 60000}, k3, avgpool::layout::channels_last);
-    auto too_long = avgpool::pooling<1>::create({1, 64, 70000}, k3, avgpool::layout::channels_last);
+    auto fits = avgpool::detail::plan_access::create_exact<1>({1, 64, 60000}, k3, avgpool::layout::channels_last);
+    auto too_long = avgpool::detail::plan_access::create_exact<1>({1, 64, 70000}, k3, avgpool::layout::channels_last);
     ASSERT_TRUE(fits.ok() && too_long.ok());
     EXPECT_TRUE((avgpool::detail::backward_flip_applicable<float, 1>(avgpool::detail::plan_access::data(*fits))));
     EXPECT_FALSE((avgpool::detail::backward_flip_applicable<float, 1>(avgpool::detail::plan_access::data(*too_long))));
@@ -613,7 +613,7 @@ void cl_long_windows(int cases) {
         a.pads_end[R - 1] = pick(0, k / 2);
         s[R + 1] = pick(3 * k, 3 * k + 60);
         a.divisor = pick(0, 1) ? avgpool::divisor_type::include_pad : avgpool::divisor_type::exclude_pad;
-        auto plan = avgpool::pooling<R>::create(s, a, avgpool::layout::channels_last);
+        auto plan = avgpool::detail::plan_access::create_exact<R>(s, a, avgpool::layout::channels_last);
         ASSERT_TRUE(plan.ok());
         SCOPED_TRACE(describe<R>(s, a, "case " + std::to_string(c)));
         ASSERT_TRUE((avgpool::detail::backward_cl_applicable<T, R>(avgpool::detail::plan_access::data(*plan))));
@@ -721,7 +721,7 @@ void global_vs_reference(int cases, avgpool::layout layout) {
 // rows; rows shorter than a vector (a scalar path) among them.
 template <std::size_t R>
 void cl_negative_zero(const avgpool::dims<R + 2>& s, const avgpool::pool_attrs<R>& a) {
-    auto plan = avgpool::pooling<R>::create(s, a, avgpool::layout::channels_last);
+    auto plan = avgpool::detail::plan_access::create_exact<R>(s, a, avgpool::layout::channels_last);
     ASSERT_TRUE(plan.ok());
     SCOPED_TRACE(describe<R>(s, a, "negative zero"));
     const auto& d = avgpool::detail::plan_access::data(*plan);

@@ -96,6 +96,16 @@ struct plan_access {
     static const plan_data<R>& data(const pooling<R>& p) noexcept {
         return p.d_;
     }
+    // Tests: plans whose kernels follow the requested layout even for one channel (see
+    // plan_data::memory_layout), to check the channels-last kernels there.
+    template <std::size_t R>
+    static result<pooling<R>> create_exact(const dims<R + 2>& s, const pool_attrs<R>& a, layout l) {
+        return pooling<R>::make(s, a, l, false);
+    }
+    template <std::size_t R>
+    static result<pooling<R>> create_adaptive_exact(const dims<R + 2>& s, const dims<R>& o, layout l) {
+        return pooling<R>::make_adaptive(s, o, l, false);
+    }
 };
 }  // namespace detail
 
@@ -109,6 +119,24 @@ public:
     /// the memory layout. Every error names the attribute, the axis and the value.
     static result<pooling> create(const dims<R + 2>& input_shape, const pool_attrs<R>& attrs,
                                   layout memory_layout = layout::channels_first) {
+        return make(input_shape, attrs, memory_layout, true);
+    }
+
+    /// Adaptive average pooling (OpenVINO AdaptiveAvgPool-8, PyTorch adaptive_avg_pool): output
+    /// o of an axis of extent X averages [floor(o * X / O), ceil((o + 1) * X / O)), computed in
+    /// exact integer arithmetic; O may exceed X (windows then overlap). geometry() reports the
+    /// largest window as the kernel, strides 1 and pads 0.
+    ///
+    ///     auto plan = avgpool::pooling<2>::create_adaptive({1, 2048, 60, 60}, {6, 6});
+    static result<pooling> create_adaptive(const dims<R + 2>& input_shape, const dims<R>& output_spatial,
+                                           layout memory_layout = layout::channels_first) {
+        return make_adaptive(input_shape, output_spatial, memory_layout, true);
+    }
+
+private:
+    // one_channel_first: run one-channel plans through the channels-first kernels.
+    static result<pooling> make(const dims<R + 2>& input_shape, const pool_attrs<R>& attrs, layout memory_layout,
+                                bool one_channel_first) {
         const error_info e = check_shape(input_shape, memory_layout);
         if (e.code != errc::ok) return e;
         dims<R> spatial{};
@@ -126,7 +154,7 @@ public:
         const error_info v = check_volumes(d);
         if (v.code != errc::ok) return v;
         d.geometry = *geo;
-        d.memory_layout = memory_layout;
+        d.set_layout(memory_layout, one_channel_first);
         d.divisor = detail::resolve_divisor<R>(attrs.divisor, d.geometry);
         d.divisor_override = attrs.divisor_override;
         d.empty_window_nan = attrs.empty_window_nan;
@@ -134,14 +162,8 @@ public:
         return p;
     }
 
-    /// Adaptive average pooling (OpenVINO AdaptiveAvgPool-8, PyTorch adaptive_avg_pool): output
-    /// o of an axis of extent X averages [floor(o * X / O), ceil((o + 1) * X / O)), computed in
-    /// exact integer arithmetic; O may exceed X (windows then overlap). geometry() reports the
-    /// largest window as the kernel, strides 1 and pads 0.
-    ///
-    ///     auto plan = avgpool::pooling<2>::create_adaptive({1, 2048, 60, 60}, {6, 6});
-    static result<pooling> create_adaptive(const dims<R + 2>& input_shape, const dims<R>& output_spatial,
-                                           layout memory_layout = layout::channels_first) {
+    static result<pooling> make_adaptive(const dims<R + 2>& input_shape, const dims<R>& output_spatial,
+                                         layout memory_layout, bool one_channel_first) {
         using detail::make_error;
         error_info e = check_shape(input_shape, memory_layout);
         if (e.code != errc::ok) return e;
@@ -163,7 +185,7 @@ public:
         }
         e = check_volumes(d);
         if (e.code != errc::ok) return e;
-        d.memory_layout = memory_layout;
+        d.set_layout(memory_layout, one_channel_first);
         d.divisor = divisor_type::exclude_pad;  // every tap lies inside the input
         p.allocate_windows();
         for (std::size_t a = 0; a < R; ++a) {
@@ -179,13 +201,15 @@ public:
         return p;
     }
 
+public:
     /// Logical input shape {N, C, spatial...}.
     const dims<R + 2>& input_shape() const noexcept { return d_.input_shape; }
     /// Logical output shape {N, C, spatial_out...}.
     const dims<R + 2>& output_shape() const noexcept { return d_.output_shape; }
     /// Resolved per-axis geometry: pads after auto_pad, output extents.
     const pool_geometry<R>& geometry() const noexcept { return d_.geometry; }
-    layout memory_layout() const noexcept { return d_.memory_layout; }
+    /// The layout the plan was made for.
+    layout memory_layout() const noexcept { return d_.requested_layout; }
     /// The divisor rule in force (full_kernel_if_padded already resolved).
     divisor_type divisor_mode() const noexcept { return d_.divisor; }
 

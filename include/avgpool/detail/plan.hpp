@@ -41,7 +41,12 @@ struct plan_data {
     dims<R + 2> input_shape{};   // logical {N, C, spatial...}
     dims<R + 2> output_shape{};  // logical {N, C, spatial_out...}
     pool_geometry<R> geometry{};
+    // The layout the kernels run: channels-first for one channel whatever was asked, as
+    // N[D]HWC and NC[D]HW then hold the same bytes in the same order (channels-last kernels
+    // run their vectors over the channels, so one channel left them 4-25x slower). The
+    // caller's choice is kept in requested_layout.
     layout memory_layout = layout::channels_first;
+    layout requested_layout = layout::channels_first;
     divisor_type divisor = divisor_type::exclude_pad;  // resolved: never full_kernel_if_padded
     index_t divisor_override = 0;
     bool empty_window_nan = false;
@@ -192,6 +197,13 @@ struct plan_data {
         for (std::size_t a = 0; a < R; ++a) v *= input_shape[a + 2];
         return v;
     }
+    // Records the caller's layout and picks the kernels' (see memory_layout; tests may keep
+    // the requested one).
+    void set_layout(layout requested, bool one_channel_first) noexcept {
+        requested_layout = requested;
+        memory_layout = one_channel_first && input_shape[1] == 1 ? layout::channels_first : requested;
+    }
+
     index_t output_spatial_volume() const noexcept {
         index_t v = 1;
         for (std::size_t a = 0; a < R; ++a) v *= output_shape[a + 2];
