@@ -600,6 +600,100 @@ TEST(ChannelsLast, OneChannelRunsChannelsFirst) {
     EXPECT_EQ(avgpool::detail::plan_access::data(*two).memory_layout, avgpool::layout::channels_last);
 }
 
+// Fewer channels than a float vector, stride 1 on the last axis: the public plan runs a
+// channels-first plan over rows W * C long. Random geometries of every mode against the
+// reference on the channels-last plan: forward and sum within the forward bound, backward
+// within the bound of any summation order; bfloat16 forward is the float result rounded once.
+template <std::size_t R>
+void few_channels_suite(int cases) {
+    namespace dt = avgpool::detail;
+    int flat = 0;
+    const auto width = static_cast<index_t>(dt::vec<float>::width);
+    for (int c = 0; c < cases; ++c) {
+        const std::uint64_t seed = 51000 * R + static_cast<std::uint64_t>(c);
+        std::mt19937_64 gen(seed);
+        auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+        avgpool::dims<R + 2> shape{};
+        shape[0] = pick(1, 2);
+        shape[1] = pick(2, 15);
+        avgpool::dims<R> spatial{};
+        for (std::size_t ax = 0; ax < R; ++ax) spatial[ax] = pick(1, R == 3 ? 9 : 24);
+        for (std::size_t ax = 0; ax < R; ++ax) shape[ax + 2] = spatial[ax];
+        auto a = random_attrs<R>(gen, spatial);
+        if (pick(0, 3) > 0) a.strides[R - 1] = 1;  // mostly the mapped case
+        auto plan = avgpool::pooling<R>::create(shape, a, avgpool::layout::channels_last);
+        auto exact = dt::plan_access::create_exact<R>(shape, a, avgpool::layout::channels_last);
+        if (!plan) continue;
+        ASSERT_TRUE(exact);
+        const std::string trace = describe<R>(shape, a, "seed " + std::to_string(seed));
+        SCOPED_TRACE(trace);
+        const bool mapped = dt::plan_access::flattened(*plan);
+        if (mapped) ++flat;
+        if (plan->geometry().strides[R - 1] != 1 || shape[1] >= width) {
+            ASSERT_FALSE(mapped);
+        }
+        const auto& d = dt::plan_access::data(*exact);
+        const index_t planes = shape[0] * shape[1];
+        const std::vector<float> in = random_input<float>(static_cast<std::size_t>(plan->input_size()), gen);
+        std::vector<float> absin(in.size());
+        for (std::size_t i = 0; i < in.size(); ++i) absin[i] = std::fabs(in[i]);
+        const std::size_t n = static_cast<std::size_t>(plan->output_size());
+        double ksum = 0;
+        for (std::size_t ax = 0; ax < R; ++ax) ksum += static_cast<double>(plan->geometry().kernel[ax]);
+        for (auto op : {pool_op::average, pool_op::sum}) {
+            std::vector<float> got(n, 1e30f), ref(n), ref_abs(n);
+            ASSERT_TRUE((op == pool_op::sum ? plan->sum(in.data(), got.data()) : plan->forward(in.data(), got.data())).ok());
+            dt::reference_pool<float, R>(d, in.data(), ref.data(), op, 0, planes);
+            dt::reference_pool<float, R>(d, absin.data(), ref_abs.data(), op, 0, planes);
+            for (std::size_t i = 0; i < n; ++i) {
+                if (std::isnan(ref[i])) {
+                    ASSERT_TRUE(std::isnan(got[i])) << "output " << i;
+                    continue;
+                }
+                const double bound = 4 * ksum * eps<float>() * static_cast<double>(ref_abs[i]) * (1 + 1e-6) +
+                                     std::numeric_limits<float>::denorm_min();
+                ASSERT_LE(std::fabs(static_cast<double>(got[i]) - static_cast<double>(ref[i])), bound)
+                    << "output " << i << ": " << got[i] << " reference " << ref[i] << (op == pool_op::sum ? " (sum)" : "");
+            }
+            if (op == pool_op::average) {
+                std::vector<avgpool::bfloat16> hin(in.size()), hout(n);
+                for (std::size_t i = 0; i < in.size(); ++i) hin[i] = avgpool::bfloat16(in[i]);
+                std::vector<float> back(in.size()), fref(n);
+                for (std::size_t i = 0; i < in.size(); ++i) back[i] = static_cast<float>(hin[i]);
+                ASSERT_TRUE(plan->forward(hin.data(), hout.data()).ok());
+                ASSERT_TRUE(plan->forward(back.data(), fref.data()).ok());
+                for (std::size_t i = 0; i < n; ++i) {
+                    const avgpool::bfloat16 want(fref[i]);
+                    ASSERT_EQ(0, std::memcmp(&hout[i], &want, sizeof want)) << "bfloat16 output " << i;
+                }
+            }
+        }
+        std::vector<float> g(n), gabs(n), gi(in.size(), 1e30f), gref(in.size()), gref_abs(in.size());
+        avgpool_test::uniform<double> dist(-1, 1);
+        for (std::size_t i = 0; i < n; ++i) {
+            g[i] = static_cast<float>(dist(gen));
+            gabs[i] = std::fabs(g[i]);
+        }
+        ASSERT_TRUE(plan->backward(g.data(), gi.data()).ok());
+        dt::reference_backward<float, R>(d, g.data(), gref.data(), 0, planes);
+        dt::reference_backward<float, R>(d, gabs.data(), gref_abs.data(), 0, planes);
+        double terms = 1;
+        for (std::size_t ax = 0; ax < R; ++ax) terms *= static_cast<double>(std::max<index_t>(1, dt::max_cover<R>(d, ax)));
+        for (std::size_t i = 0; i < in.size(); ++i)
+            ASSERT_NEAR(static_cast<double>(gi[i]), static_cast<double>(gref[i]), 2 * (terms + 2) * 0x1p-24 * static_cast<double>(gref_abs[i]))
+                << "backward input " << i;
+    }
+    if (width > 2) {
+        EXPECT_GT(flat, cases / 4) << "too few draws took the flattened plan";
+    }
+}
+
+TEST(ChannelsLast, FewChannelsRunFlattened) {
+    few_channels_suite<1>(150);
+    few_channels_suite<2>(200);
+    few_channels_suite<3>(120);
+}
+
 // forward() dispatches channels-last plans to the kernel: its result is the kernel's, bit for
 // bit, and an empty-window NaN survives.
 TEST(ChannelsLast, ForwardUsesKernel) {
