@@ -178,7 +178,8 @@ private:
     void build_flat_channels_last() {
         const pool_geometry<R>& g = d_.geometry;
         const index_t C = d_.input_shape[1];
-        if (d_.memory_layout != layout::channels_last || R > 3 || g.strides[R - 1] != 1 ||
+        // (Global pools keep their own path, which divides each gradient exactly.)
+        if (d_.memory_layout != layout::channels_last || R > 3 || d_.global || g.strides[R - 1] != 1 ||
             C >= static_cast<index_t>(detail::vec<float>::width))
             return;
         const index_t big = std::numeric_limits<index_t>::max() / C;
