@@ -312,6 +312,28 @@ void register_shape_cl(const shape& sh) {
     }
 }
 
+// image/<impl>/<name> rows, outside shapes.txt and its bars: few-channel images (RGB, RGBA)
+// in channels-last memory, the layout image code holds them in, with a stride on the last
+// axis (the pixel kernel); the same pool channels-first, oneDNN nhwc and memcpy beside them.
+void register_image(const std::string& name, const avgpool::dims<4>& in_shape, avgpool::index_t k,
+                    avgpool::index_t s, avgpool::index_t pad) {
+    problem<2> p;
+    p.in_shape = in_shape;
+    for (std::size_t i = 0; i < 2; ++i) {
+        p.attrs.kernel[i] = k;
+        p.attrs.strides[i] = s;
+        p.attrs.pads_begin[i] = p.attrs.pads_end[i] = pad;
+    }
+    problem<2> cl = p;
+    cl.lay = avgpool::layout::channels_last;
+    benchmark::RegisterBenchmark(("image/cl/" + name).c_str(), bench_avgpool<2>, cl);
+    benchmark::RegisterBenchmark(("image/cf/" + name).c_str(), bench_avgpool<2>, p);
+#if AVGPOOL_BENCH_HAVE_DNNL
+    benchmark::RegisterBenchmark(("image/onednn_cl/" + name).c_str(), bench_onednn<2>, cl, false);
+#endif
+    benchmark::RegisterBenchmark(("image/memcpy/" + name).c_str(), bench_memcpy<2>, p);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -367,6 +389,10 @@ int main(int argc, char** argv) {
     register_threads<2>("1x256x56x56_k3s1", {1, 256, 56, 56});
     register_threads<3>("1x64x16x56x56_k3s1", {1, 64, 16, 56, 56});
     register_threads<2>("1x3x224x224_k3s1", {1, 3, 224, 224});
+    register_image("rgb_224x224_2x2s2", {1, 3, 224, 224}, 2, 2, 0);
+    register_image("rgb_224x224_3x3s2p1", {1, 3, 224, 224}, 3, 2, 1);
+    register_image("rgba_512x512_2x2s2", {1, 4, 512, 512}, 2, 2, 0);
+    register_image("rgb_1080x1920_2x2s2", {1, 3, 1080, 1920}, 2, 2, 0);
     benchmark::Initialize(&argc, argv);
     if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
     benchmark::RunSpecifiedBenchmarks();

@@ -131,6 +131,32 @@ def threads_table(data):
     print(f"\nThread rows missing the 1.6x bar: {misses} of {len(shapes)}")
 
 
+def image_table(data):
+    """image/<impl>/<name> rows (few-channel images, channels-last, outside shapes.txt): the
+    channels-last time against the same pool channels-first, oneDNN nhwc and memcpy."""
+    times = {}
+    for b in data["benchmarks"]:
+        if b.get("aggregate_name") != "median" or not b["run_name"].startswith("image/"):
+            continue
+        _, impl, name = b["run_name"].split("/")[:3]
+        times[(impl, name)] = b["real_time"]
+    names = sorted({n for (_, n) in times})
+    if not names:
+        return
+    fmt = lambda r: f"{r:.2f}" if r is not None else "-"
+    print()
+    print("Few-channel images, channels-last (not in shapes.txt):")
+    print()
+    print("| image pool | channels-last us | / channels-first | / oneDNN nhwc | / memcpy |")
+    print("|---|---|---|---|---|")
+    for n in names:
+        t = times.get(("cl", n))
+        if not t:
+            continue
+        ratio = lambda impl: t / times[(impl, n)] if times.get((impl, n)) else None
+        print(f"| {n} | {t / 1000:.1f} | {fmt(ratio('cf'))} | {fmt(ratio('onednn_cl'))} | {fmt(ratio('memcpy'))} |")
+
+
 def main():
     if len(sys.argv) != 3:
         sys.exit(__doc__)
@@ -138,7 +164,7 @@ def main():
     shapes = read_shapes(sys.argv[2])
     times = {}  # (impl, shape, divisor) -> median real time in ns
     for b in data["benchmarks"]:
-        if b.get("aggregate_name") != "median" or b["run_name"].startswith("threads/"):
+        if b.get("aggregate_name") != "median" or b["run_name"].startswith(("threads/", "image/")):
             continue
         impl, rest = b["run_name"].split("/", 1)
         shape, _, divisor = rest.rpartition("/") if "/" in rest else (rest, "", "")
@@ -178,6 +204,7 @@ def main():
     channels_last_table(times, shapes)
     sixteen_bit_table(times)
     threads_table(data)
+    image_table(data)
 
     # Backward against forward (same shape and layout, exclude-pad), bar <= 1.5.
     for bwd_impl, fwd_impl, label in (("backward", "avgpool", "Backward"),

@@ -604,13 +604,14 @@ TEST(ChannelsLast, OneChannelRunsChannelsFirst) {
 // channels-first plan over rows W * C long. Random geometries of every mode against the
 // reference on the channels-last plan: forward and sum within the forward bound, backward
 // within the bound of any summation order; bfloat16 forward is the float result rounded once.
+// strided: a stride of 2-5 on the last axis (the pixel kernel's plans, AVX-512 builds).
 template <std::size_t R>
-void few_channels_suite(int cases) {
+void few_channels_suite(int cases, bool strided = false) {
     namespace dt = avgpool::detail;
-    int flat = 0;
+    int flat = 0, pixels = 0;
     const auto width = static_cast<index_t>(dt::vec<float>::width);
     for (int c = 0; c < cases; ++c) {
-        const std::uint64_t seed = 51000 * R + static_cast<std::uint64_t>(c);
+        const std::uint64_t seed = (strided ? 53000 : 51000) * R + static_cast<std::uint64_t>(c);
         std::mt19937_64 gen(seed);
         auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
         avgpool::dims<R + 2> shape{};
@@ -621,7 +622,13 @@ void few_channels_suite(int cases) {
         for (std::size_t ax = 0; ax < R; ++ax) spatial[ax] = pick(1, R == 3 ? 9 : 24);
         for (std::size_t ax = 0; ax < R; ++ax) shape[ax + 2] = spatial[ax];
         auto a = random_attrs<R>(gen, spatial);
-        if (pick(0, 3) > 0) a.strides[R - 1] = 1;  // mostly the mapped case
+        if (strided) {
+            a.strides[R - 1] = pick(2, 5);
+            a.pads_begin[R - 1] = std::min(a.pads_begin[R - 1], (a.kernel[R - 1] - 1) * a.dilations[R - 1]);
+            a.pads_end[R - 1] = std::min(a.pads_end[R - 1], (a.kernel[R - 1] - 1) * a.dilations[R - 1]);
+        } else if (pick(0, 3) > 0) {
+            a.strides[R - 1] = 1;  // mostly the mapped case
+        }
         auto plan = avgpool::pooling<R>::create(shape, a, avgpool::layout::channels_last);
         auto exact = dt::plan_access::create_exact<R>(shape, a, avgpool::layout::channels_last);
         if (!plan) continue;
@@ -630,6 +637,11 @@ void few_channels_suite(int cases) {
         SCOPED_TRACE(trace);
         const bool mapped = dt::plan_access::flattened(*plan);
         if (mapped) ++flat;
+        if (dt::plan_access::pixels(*plan)) {
+            ++pixels;
+            ASSERT_FALSE(mapped);
+            ASSERT_LE(shape[1], dt::px_max_channels);
+        }
         if (plan->geometry().strides[R - 1] != 1 || shape[1] >= width || dt::plan_access::data(*exact).global) {
             ASSERT_FALSE(mapped);
         }
@@ -684,7 +696,13 @@ void few_channels_suite(int cases) {
             ASSERT_NEAR(static_cast<double>(gi[i]), static_cast<double>(gref[i]), 2 * (terms + 2) * 0x1p-24 * static_cast<double>(gref_abs[i]))
                 << "backward input " << i;
     }
-    if (width > 2) {
+    if (strided) {
+        if (AVGPOOL_PERM_KERNEL) {
+            EXPECT_GT(pixels, cases / 4) << "too few draws took the pixel kernel";
+        } else {
+            EXPECT_EQ(pixels, 0);
+        }
+    } else if (width > 2) {
         EXPECT_GT(flat, cases / 4) << "too few draws took the flattened plan";
     }
 }
@@ -693,6 +711,63 @@ TEST(ChannelsLast, FewChannelsRunFlattened) {
     few_channels_suite<1>(150);
     few_channels_suite<2>(200);
     few_channels_suite<3>(120);
+}
+
+// A stride on the last axis: 2-8 channels take the pixel kernel (AVX-512), more keep the
+// channels-last kernels; the same checks.
+TEST(ChannelsLast, FewChannelsStridedPixels) {
+    few_channels_suite<1>(150, true);
+    few_channels_suite<2>(200, true);
+    few_channels_suite<3>(120, true);
+}
+
+// The pixel kernel's results do not depend on the executor, and its empty windows give the
+// rule's value: NaN under nGraph's rule, 0 otherwise.
+TEST(ChannelsLast, PixelKernelExecutorsAndEmptyWindows) {
+    avgpool::thread_pool pool(3);
+    std::mt19937_64 gen(29);
+    avgpool::pool_attrs<2> a;
+    a.kernel = {3, 3};
+    a.strides = {2, 2};
+    a.pads_begin = a.pads_end = {1, 1};
+    auto plan = avgpool::pooling<2>::create({1, 3, 37, 41}, a, avgpool::layout::channels_last);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(avgpool::detail::plan_access::pixels(*plan), AVGPOOL_PERM_KERNEL != 0);
+    const std::vector<float> in = random_input<float>(static_cast<std::size_t>(plan->input_size()), gen);
+    const std::size_t n = static_cast<std::size_t>(plan->output_size());
+    std::vector<float> seq(n), par(n, -1.0f), split(n, -1.0f);
+    plan->forward(in.data(), seq.data());
+    plan->forward(in.data(), par.data(), pool);
+    auto uneven = [](index_t count, auto&& fn) {
+        for (index_t b = 0, step = 1; b < count; b += step, step = step % 3 + 1) fn(b, std::min(count, b + step));
+    };
+    plan->forward(in.data(), split.data(), uneven);
+    EXPECT_EQ(0, std::memcmp(seq.data(), par.data(), n * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(seq.data(), split.data(), n * sizeof(float)));
+
+    for (bool nan : {true, false}) {
+        avgpool::pool_attrs<2> e;  // the first output column's window lies wholly in padding
+        e.kernel = {1, 2};
+        e.strides = {1, 3};
+        e.pads_begin = {0, 3};
+        e.empty_window_nan = nan;
+        auto p = avgpool::pooling<2>::create({1, 4, 2, 9}, e, avgpool::layout::channels_last);
+        ASSERT_TRUE(p.ok());
+        EXPECT_EQ(avgpool::detail::plan_access::pixels(*p), AVGPOOL_PERM_KERNEL != 0);
+        ASSERT_EQ(p->geometry().output[1], 4);
+        std::vector<float> x(72, 2.0f), y(static_cast<std::size_t>(p->output_size()), 5.0f);
+        ASSERT_TRUE(p->forward(x.data(), y.data()).ok());
+        for (index_t h = 0; h < 2; ++h)
+            for (index_t c = 0; c < 4; ++c) {
+                const float first = y[static_cast<std::size_t>(h * 16 + c)];  // window [-3, -2)
+                if (nan) {
+                    EXPECT_TRUE(std::isnan(first));
+                } else {
+                    EXPECT_EQ(first, 0.0f);
+                }
+                EXPECT_EQ(y[static_cast<std::size_t>(h * 16 + 4 + c)], 2.0f);  // window [0, 2)
+            }
+    }
 }
 
 // forward() dispatches channels-last plans to the kernel: its result is the kernel's, bit for

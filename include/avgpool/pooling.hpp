@@ -21,6 +21,7 @@
 #include "detail/kernel_flat.hpp"
 #include "detail/kernel_pair.hpp"
 #include "detail/kernel_perm.hpp"
+#include "detail/kernel_pixels.hpp"
 #include "detail/kernel_same.hpp"
 #include "detail/kernel_tile.hpp"
 #include "detail/plan.hpp"
@@ -112,6 +113,11 @@ struct plan_access {
     static bool flattened(const pooling<R>& p) noexcept {
         return p.flat_ != nullptr;
     }
+    // Whether a channels-last plan's forward runs the pixel kernel.
+    template <std::size_t R>
+    static bool pixels(const pooling<R>& p) noexcept {
+        return p.d_.pixel_kernel;
+    }
 };
 }  // namespace detail
 
@@ -165,8 +171,22 @@ private:
         d.divisor_override = attrs.divisor_override;
         d.empty_window_nan = attrs.empty_window_nan;
         p.build_windows();
-        if (one_channel_first) p.build_flat_channels_last();
+        if (one_channel_first) {
+            p.build_flat_channels_last();
+            p.build_pixel_tables();
+        }
         return p;
+    }
+
+    // Channels-last on 2-8 channels that the flattened plan does not take (a stride on the
+    // last axis): the pixel kernel, with the last axis's reciprocal divisors.
+    void build_pixel_tables() {
+        if (flat_ != nullptr || !detail::px_geometry<R>(d_)) return;
+        const std::vector<float>& ld = d_.last_div_f;
+        d_.px_rdiv.assign(ld.size(), 1.0f);
+        for (std::size_t o = 0; o < ld.size(); ++o)
+            d_.px_rdiv[o] = ld[o] != 0.0f ? 1.0f / ld[o] : std::numeric_limits<float>::infinity();
+        d_.pixel_kernel = true;
     }
 
     // Channels-last with fewer channels than a float vector and stride 1 on the last axis: the
@@ -849,6 +869,16 @@ status pooling<R>::run(const T* in, T* out, detail::pool_op op, const detail::ex
     // 16-bit result is the float result on the same values, rounded).
     if constexpr (std::is_floating_point<T>::value || detail::is_half<T>::value) {
         using U = detail::compute_t<T>;
+#if AVGPOOL_PERM_KERNEL
+        if constexpr (std::is_same<U, float>::value) {
+            if (detail::px_applicable<R>(d_)) {
+                // Items are output rows, as below.
+                const detail::px_kernel<R, T> kernel(d_, op);
+                exec(kernel.items(), [&kernel, in, out](index_t begin, index_t end) { kernel.run(in, out, begin, end); });
+                return status{};
+            }
+        }
+#endif
         if (d_.memory_layout == layout::channels_last && detail::cl_applicable<U, R>(d_)) {
             // Items are output rows, so that N = 1 still splits across threads.
             const detail::cl_kernel<U, R, T> kernel(d_, op);

@@ -132,6 +132,11 @@ struct plan_data {
     // Shared, not owned: a copied plan keeps pointing at the same tables.
     std::shared_ptr<const plan_data> flipped;
     bool flipped_own = false;
+    // The pixel kernel (kernel_pixels.hpp: channels-last, 2-8 channels, a plan the flattened
+    // one does not take) runs this plan, with 1 / last_div_f per last-axis output (padded as
+    // it is; an empty window's 0 gives inf).
+    bool pixel_kernel = false;
+    std::vector<float> px_rdiv;
     // The tile kernel's (kernel_tile.hpp) lists, per axis a, of the outputs with a tap at each
     // input x, ascending: tile_cover[tile_cover_at[tile_cover_axis[a] + x] ..
     // tile_cover_at[tile_cover_axis[a] + x + 1]); empty when that kernel does not apply.
