@@ -236,6 +236,8 @@ private:
                         rv = _mm512_mul_ps(rv, _mm512_maskz_permutexvar_ps(all16, pix, _mm512_loadu_ps(lrec + o)));
                     }
                     acc = divide_rounded(vec<float>{acc}, vec<float>{dv}, vec<float>{rv}).v;
+                } else {
+                    acc = _mm512_add_ps(acc, _mm512_setzero_ps());  // a sum of -0s is +0, as elsewhere
                 }
                 const index_t npx = std::min(P, o1 - o);
                 masked_store(dst + o * C, static_cast<__mmask16>((1u << (npx * C)) - 1u), acc);
