@@ -467,18 +467,33 @@ private:
         const std::size_t n = static_cast<std::size_t>(d_.output_spatial_volume()), pad = 64;
         d_.plane_rdiv_f.assign(n + pad, 1.0f);
         d_.plane_rdiv_d.assign(n + pad, 1.0);
-        for (std::size_t i = 0; i < n; ++i) {
+        // Row by row, each reciprocal divided only when the divisor changes: per output, the
+        // index arithmetic and the division took 230 of a 224x224 plan's 530 us.
+        const index_t Wo = g.output[R - 1];
+        const std::size_t rows = n / static_cast<std::size_t>(Wo);
+        double prev = -1.0, rd = 1.0;
+        float rf = 1.0f;
+        for (std::size_t r = 0; r < rows; ++r) {
             const detail::window* w[R];
-            index_t rest = static_cast<index_t>(i);
-            for (std::size_t a = R; a-- > 0;) {
+            index_t rest = static_cast<index_t>(r);
+            for (std::size_t a = R - 1; a-- > 0;) {
                 w[a] = d_.axis(a) + rest % g.output[a];
                 rest /= g.output[a];
             }
-            bool empty = false;
-            const double div = detail::window_divisor<R>(d_, w, empty);
-            const double eff = empty ? (d_.empty_window_nan ? 0.0 : 1.0) : div;
-            d_.plane_rdiv_f[i] = static_cast<float>(1.0 / eff);
-            d_.plane_rdiv_d[i] = 1.0 / eff;
+            for (index_t o = 0; o < Wo; ++o) {
+                w[R - 1] = d_.axis(R - 1) + o;
+                bool empty = false;
+                const double div = detail::window_divisor<R>(d_, w, empty);
+                const double eff = empty ? (d_.empty_window_nan ? 0.0 : 1.0) : div;
+                if (eff != prev) {
+                    prev = eff;
+                    rd = 1.0 / eff;
+                    rf = static_cast<float>(rd);
+                }
+                const std::size_t i = r * static_cast<std::size_t>(Wo) + static_cast<std::size_t>(o);
+                d_.plane_rdiv_f[i] = rf;
+                d_.plane_rdiv_d[i] = rd;
+            }
         }
         // Rows 1 .. H - 2 alike (the float grid is rounded from the double one, so it follows).
         if constexpr (R == 2) {
