@@ -608,7 +608,7 @@ TEST(ChannelsLast, OneChannelRunsChannelsFirst) {
 template <std::size_t R>
 void few_channels_suite(int cases, bool strided = false) {
     namespace dt = avgpool::detail;
-    int flat = 0, pixels = 0;
+    int flat = 0, pixels = 0, pixels_backward = 0;
     const auto width = static_cast<index_t>(dt::vec<float>::width);
     for (int c = 0; c < cases; ++c) {
         const std::uint64_t seed = (strided ? 53000 : 51000) * R + static_cast<std::uint64_t>(c);
@@ -641,6 +641,7 @@ void few_channels_suite(int cases, bool strided = false) {
             ++pixels;
             ASSERT_FALSE(mapped);
             ASSERT_LE(shape[1], dt::px_max_channels);
+            if (dt::plan_access::pixels_backward(*plan)) ++pixels_backward;
         }
         if (plan->geometry().strides[R - 1] != 1 || shape[1] >= width || dt::plan_access::data(*exact).global) {
             ASSERT_FALSE(mapped);
@@ -699,6 +700,7 @@ void few_channels_suite(int cases, bool strided = false) {
     if (strided) {
         if (AVGPOOL_PERM_KERNEL) {
             EXPECT_GT(pixels, cases / 4) << "too few draws took the pixel kernel";
+            EXPECT_GT(pixels_backward, cases / 8) << "too few draws took its backward";
         } else {
             EXPECT_EQ(pixels, 0);
         }
@@ -744,6 +746,15 @@ TEST(ChannelsLast, PixelKernelExecutorsAndEmptyWindows) {
     plan->forward(in.data(), split.data(), uneven);
     EXPECT_EQ(0, std::memcmp(seq.data(), par.data(), n * sizeof(float)));
     EXPECT_EQ(0, std::memcmp(seq.data(), split.data(), n * sizeof(float)));
+    // Backward likewise (its work items are input rows).
+    EXPECT_EQ(avgpool::detail::plan_access::pixels_backward(*plan), AVGPOOL_PERM_KERNEL != 0);
+    const std::size_t ni = in.size();
+    std::vector<float> bseq(ni), bpar(ni, -1.0f), bsplit(ni, -1.0f);
+    plan->backward(seq.data(), bseq.data());
+    plan->backward(seq.data(), bpar.data(), pool);
+    plan->backward(seq.data(), bsplit.data(), uneven);
+    EXPECT_EQ(0, std::memcmp(bseq.data(), bpar.data(), ni * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(bseq.data(), bsplit.data(), ni * sizeof(float)));
 
     for (bool nan : {true, false}) {
         avgpool::pool_attrs<2> e;  // the first output column's window lies wholly in padding

@@ -113,10 +113,14 @@ struct plan_access {
     static bool flattened(const pooling<R>& p) noexcept {
         return p.flat_ != nullptr;
     }
-    // Whether a channels-last plan's forward runs the pixel kernel.
+    // Whether a channels-last plan's forward (and backward) runs the pixel kernel.
     template <std::size_t R>
     static bool pixels(const pooling<R>& p) noexcept {
         return p.d_.pixel_kernel;
+    }
+    template <std::size_t R>
+    static bool pixels_backward(const pooling<R>& p) noexcept {
+        return p.d_.pixel_backward;
     }
 };
 }  // namespace detail
@@ -187,6 +191,15 @@ private:
         for (std::size_t o = 0; o < ld.size(); ++o)
             d_.px_rdiv[o] = ld[o] != 0.0f ? 1.0f / ld[o] : std::numeric_limits<float>::infinity();
         d_.pixel_kernel = true;
+        auto shape = std::make_shared<const detail::px_bshape>(detail::px_bmeasure<R>(d_));
+        if (shape->phases == 0) return;
+        d_.px_b = std::move(shape);
+        const index_t C = d_.input_shape[1], Wo = d_.geometry.output[R - 1];
+        d_.px_brdiv.assign(static_cast<std::size_t>(Wo * C + 16), 1.0f);
+        for (index_t o = 0; o < Wo; ++o)
+            for (index_t c = 0; c < C; ++c)
+                d_.px_brdiv[static_cast<std::size_t>(o * C + c)] = 1.0f / d_.last_bdiv_f[static_cast<std::size_t>(o)];
+        d_.pixel_backward = true;
     }
 
     // Channels-last with fewer channels than a float vector and stride 1 on the last axis: the
@@ -792,6 +805,15 @@ status pooling<R>::run_backward(const T* grad_out, T* grad_in, const detail::exe
     if constexpr (std::is_floating_point<T>::value || detail::is_half<T>::value) {
         // Channels-last: items are input rows, so that N = 1 still splits across threads.
         using U = detail::compute_t<T>;
+#if AVGPOOL_PERM_KERNEL
+        if constexpr (std::is_same<U, float>::value) {
+            if (d_.pixel_backward && d_.memory_layout == layout::channels_last) {
+                const detail::px_backward<R, T> kernel(d_);
+                exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
+                return status{};
+            }
+        }
+#endif
         if (detail::backward_global_applicable<U, R>(d_)) {
             if (d_.memory_layout == layout::channels_last) {
                 const detail::backward_cl_global<U, R, T> kernel(d_);

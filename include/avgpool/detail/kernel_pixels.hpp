@@ -23,6 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#include <vector>
 
 #include "convert.hpp"
 #include "kernel_cl.hpp"
@@ -98,6 +99,91 @@ bool px_geometry(const plan_data<R>& p) noexcept {
 template <std::size_t R>
 bool px_applicable(const plan_data<R>& p) noexcept {
     return AVGPOOL_PERM_KERNEL && p.pixel_kernel && p.memory_layout == layout::channels_last;
+}
+
+// Floats of one output row's divided gradients (with its zero margins) in the backward kernel.
+constexpr index_t px_bbuffer = 8192;
+// Longest last-axis kernel of the backward kernel (its tables: taps x phases lane lists).
+constexpr index_t px_bmax_taps = 64;
+
+/// One lane table of the backward kernel: for phase f and tap t, input vector lane l (value
+/// 16 f + l of a cycle) reads buffer value base + idx[l] (buffer values of the cycle's first
+/// output onwards, margin included), where keep has it.
+struct px_btap {
+    index_t base = 0;
+    std::int32_t idx[16] = {};
+    std::uint16_t keep = 0;
+};
+
+/// The backward kernel's layout: input rows in 16-value vectors, `phases` of them a cycle
+/// (the least whole number of strides of pixels: each cycle has the same lane tables), a
+/// cycle's outputs `cycle_out` values on; the zero margin (output pixels) before the row's
+/// divided gradients and the buffer's length; empty tables when the kernel does not apply.
+struct px_bshape {
+    index_t phases = 0, cycle_out = 0, margin = 0, floats = 0;
+    std::vector<px_btap> taps;  // [f * kernel + t]
+};
+
+template <std::size_t R>
+px_bshape px_bmeasure(const plan_data<R>& p) {
+    px_bshape sh;
+    const pool_geometry<R>& g = p.geometry;
+    const index_t C = p.input_shape[1], s = g.strides[R - 1], d = g.dilations[R - 1], k = g.kernel[R - 1];
+    const index_t pb = g.pads_begin[R - 1], W = g.input[R - 1], Wo = g.output[R - 1];
+    if (k > px_bmax_taps || s > 16 || d > px_bbuffer || pb > px_bbuffer || pb < -px_bbuffer) return sh;
+    index_t g16 = 16;  // gcd(16, s * C)
+    while ((s * C) % g16 != 0) g16 /= 2;
+    const index_t phases = s * C / g16;
+    if (phases > 16) return sh;
+    auto floor_div = [s](index_t a) { return a >= 0 ? a / s : -((-a + s - 1) / s); };
+    // Lane l of phase f holds value 16 f + l of its cycle: pixel x = (16 f + l) / C, channel
+    // (16 f + l) % C; tap t reads output (x + pb - t * d) / s when that divides exactly.
+    std::vector<px_btap> taps(static_cast<std::size_t>(phases * k));
+    index_t lo = 0, hi = 0;
+    for (index_t f = 0; f < phases; ++f)
+        for (index_t t = 0; t < k; ++t) {
+            px_btap& tp = taps[static_cast<std::size_t>(f * k + t)];
+            index_t first = 0, last = 0;
+            bool any = false;
+            for (index_t l = 0; l < 16; ++l) {
+                const index_t e = (16 * f + l) / C + pb - t * d;
+                if (floor_div(e) * s != e) continue;
+                first = any ? std::min(first, e / s) : e / s;
+                last = any ? std::max(last, e / s) : e / s;
+                any = true;
+            }
+            if (!any) continue;
+            if ((last - first + 1) * C > 32) return sh;  // one tap's outputs in two vectors
+            tp.base = first;
+            for (index_t l = 0; l < 16; ++l) {
+                const index_t e = (16 * f + l) / C + pb - t * d;
+                if (floor_div(e) * s != e) continue;
+                tp.idx[l] = static_cast<std::int32_t>((e / s - first) * C + (16 * f + l) % C);
+                tp.keep = static_cast<std::uint16_t>(tp.keep | (1u << l));
+            }
+            lo = std::min(lo, first);
+            hi = std::max(hi, last);
+        }
+    const index_t margin = -lo;
+    const index_t cycle_px = 16 * phases / C, cycle_out = cycle_px / s * C;
+    const index_t cycles = (W * C + 16 * phases - 1) / (16 * phases);
+    const index_t floats = std::max((cycles - 1) * cycle_out + (hi + margin) * C + 32, (Wo + margin) * C + 16);
+    if (floats > px_bbuffer) return sh;
+    for (px_btap& tp : taps) tp.base = (tp.base + margin) * C;
+    // The output rows covering one input row, listed on the stack.
+    index_t rows = 1;
+    for (std::size_t a = 0; a + 1 < R; ++a) {
+        index_t most = 0;
+        for (index_t x = 0; x < g.input[a]; ++x) most = std::max(most, p.covers(a)[x].count);
+        rows *= most;
+        if (rows > cl_max_outer_rows) return sh;
+    }
+    sh.phases = phases;
+    sh.cycle_out = cycle_out;
+    sh.margin = margin;
+    sh.floats = floats;
+    sh.taps = std::move(taps);
+    return sh;
 }
 
 #if AVGPOOL_PERM_KERNEL
@@ -200,6 +286,7 @@ private:
         const float* const lrec = p_.px_rdiv.data();
         const bool per_lane = average_ && over == 0;
         const index_t nrows = n0 * n1;
+        const __mmask16 whole = static_cast<__mmask16>((1u << (P * C)) - 1u);
         for (index_t o0 = 0; o0 < Wo_; o0 += Q_) {
             const index_t o1 = std::min(Wo_, o0 + Q_);
             // Input pixels [x0, x1) hold every tap of outputs o0 .. o1 - 1.
@@ -239,8 +326,7 @@ private:
                 } else {
                     acc = _mm512_add_ps(acc, _mm512_setzero_ps());  // a sum of -0s is +0, as elsewhere
                 }
-                const index_t npx = std::min(P, o1 - o);
-                masked_store(dst + o * C, static_cast<__mmask16>((1u << (npx * C)) - 1u), acc);
+                masked_store(dst + o * C, o + P <= o1 ? whole : static_cast<__mmask16>((1u << ((o1 - o) * C)) - 1u), acc);
             }
         }
     }
@@ -251,6 +337,150 @@ private:
     index_t rows_per_n_ = 1, in_n_ = 0, row_out_ = 0;
     alignas(64) std::int32_t idx_[16] = {};
     alignas(64) std::int32_t pix_[16] = {};
+};
+
+// The transpose, for backward (PyTorch's rule: each output gradient divided by its forward
+// divisor, added to every input tap of its window; inputs no window taps get 0). One input row
+// per work item:
+//   1. the divided gradients of the output rows covering it, summed, into a buffer with zero
+//      margins (outputs before 0 and past the row), laid out as the output row;
+//   2. the input row 16 values at a time, each vector one two-source permute of the buffer
+//      per tap, lanes the tap does not reach zeroed. Whole vectors, stored whole: the lane
+//      tables repeat every `phases` vectors (the least whole number of strides of pixels).
+template <std::size_t R, class M = float>
+class px_backward {
+    static_assert(std::is_same<compute_t<M>, float>::value, "px_backward: float or 16-bit storage");
+
+public:
+    /// Requires p.pixel_backward.
+    explicit px_backward(const plan_data<R>& p) : p_(p), sh_(*p.px_b) {
+        const pool_geometry<R>& g = p.geometry;
+        C_ = p.input_shape[1];
+        W_ = g.input[R - 1];
+        Wo_ = g.output[R - 1];
+        k_ = g.kernel[R - 1];
+        in_rows_ = 1;
+        for (std::size_t a = 0; a + 1 < R; ++a) in_rows_ *= g.input[a];
+        out_rows_ = 1;
+        for (std::size_t a = 0; a + 1 < R; ++a) out_rows_ *= g.output[a];
+    }
+
+    /// Input rows of the whole batch: the executor's work items.
+    index_t items() const noexcept { return p_.input_shape[0] * in_rows_; }
+
+    /// Input rows item_begin .. item_end - 1 (item = n * input rows per image + outer index).
+    void run(const M* grad_out, M* grad_in, index_t item_begin, index_t item_end) const {
+        alignas(64) float gbuf[px_bbuffer + 16];
+        const M* rows[cl_max_outer_rows];
+        float factor[cl_max_outer_rows];
+        const index_t row_in = W_ * C_, row_out = Wo_ * C_;
+        auto expand_row = [&](const float* gbuf, index_t item) {
+            M* const dst = grad_in + item * row_in;
+            switch (k_) {  // the common widths unrolled
+                case 1: return expand<1>(gbuf, dst);
+                case 2: return expand<2>(gbuf, dst);
+                case 3: return expand<3>(gbuf, dst);
+                case 4: return expand<4>(gbuf, dst);
+                case 5: return expand<5>(gbuf, dst);
+                default: return expand<0>(gbuf, dst);
+            }
+        };
+        for (index_t item = item_begin; item < item_end; ++item) {
+            const index_t n = item / in_rows_, r = item % in_rows_;
+            const M* const g_img = grad_out + n * out_rows_ * row_out;
+            index_t nr = 0;
+            // The output rows whose windows tap input row r, with their outer divisor factors.
+            auto covering = [&](std::size_t a, index_t x, auto&& each) {
+                const window* w = p_.axis(a);
+                const window cv = p_.covers(a)[x];
+                const index_t d = p_.geometry.dilations[a];
+                for (index_t o = cv.first; o < cv.first + cv.count; ++o) {
+                    const index_t off = x - w[o].first;
+                    if (w[o].count > 0 && off >= 0 && off % d == 0 && off / d < w[o].count) each(o, w[o].divisor);
+                }
+            };
+            if constexpr (R == 1) {
+                (void)covering;
+                (void)r;
+                rows[nr] = g_img;
+                factor[nr++] = 1.0f;
+            } else if constexpr (R == 2) {
+                covering(0, r, [&](index_t o, index_t dv) {
+                    rows[nr] = g_img + o * row_out;
+                    factor[nr++] = static_cast<float>(dv);
+                });
+            } else {
+                const index_t H = p_.geometry.input[1], Ho = p_.geometry.output[1];
+                covering(0, r / H, [&](index_t o0, index_t d0) {
+                    covering(1, r % H, [&](index_t o1, index_t d1) {
+                        rows[nr] = g_img + (o0 * Ho + o1) * row_out;
+                        factor[nr++] = static_cast<float>(static_cast<double>(d0) * static_cast<double>(d1));
+                    });
+                });
+            }
+            gather(gbuf, rows, factor, nr);
+            expand_row(gbuf, item);
+        }
+    }
+
+private:
+    // Step 1: the covering rows' gradients, each divided (times 1 / divisor), summed.
+    void gather(float* gbuf, const M* const* rows, const float* factor, index_t nr) const {
+        const index_t lo = sh_.margin * C_, len = Wo_ * C_;
+        const index_t over = p_.divisor_override;
+        for (index_t i = 0; i < lo; ++i) gbuf[i] = 0.0f;
+        for (index_t i = lo + len; i < sh_.floats; ++i) gbuf[i] = 0.0f;
+        if (nr == 0) {
+            for (index_t i = 0; i < len; ++i) gbuf[lo + i] = 0.0f;
+            return;
+        }
+        const float* const lrec = p_.px_brdiv.data();
+        for (index_t q = 0; q < nr; ++q) {
+            // 1 / divisor: the override's, or the row's outer factor times the column's.
+            const __m512 rq = _mm512_set1_ps(over > 0 ? 1.0f / static_cast<float>(over) : 1.0f / factor[q]);
+            const M* g = rows[q];
+            for (index_t i = 0; i < len; i += 16) {
+                const __mmask16 k = len - i >= 16 ? all16 : static_cast<__mmask16>((1u << (len - i)) - 1u);
+                const __m512 r = over == 0 ? _mm512_mul_ps(rq, _mm512_loadu_ps(lrec + i)) : rq;
+                const __m512 v = _mm512_mul_ps(masked_load(k, g + i), r);
+                float* b = gbuf + lo + i;
+                _mm512_mask_storeu_ps(b, k, q == 0 ? v : _mm512_add_ps(_mm512_maskz_loadu_ps(k, b), v));
+            }
+        }
+    }
+
+    // Step 2 for K taps (0: k_, looped).
+    template <int K>
+    void expand(const float* gbuf, M* dst) const {
+        const index_t n = W_ * C_, phases = sh_.phases, cyc = sh_.cycle_out, k = K > 0 ? K : k_;
+        const px_btap* const taps = sh_.taps.data();
+        const __m512 zero = _mm512_setzero_ps();
+        for (index_t j0 = 0, out0 = 0; j0 < n; j0 += 16 * phases, out0 += cyc) {
+            for (index_t f = 0; f < phases; ++f) {
+                const index_t j = j0 + 16 * f;
+                if (j >= n) break;
+                const px_btap* tp = taps + f * k;
+                __m512 acc = zero;
+                for (index_t t = 0; t < k; ++t) {
+                    const float* b = gbuf + out0 + tp[t].base;
+                    const __m512 v = _mm512_maskz_permutex2var_ps(tp[t].keep, _mm512_loadu_ps(b), _mm512_loadu_si512(tp[t].idx),
+                                                                  _mm512_loadu_ps(b + 16));
+                    acc = t == 0 ? v : _mm512_add_ps(acc, v);
+                }
+                acc = _mm512_add_ps(acc, zero);  // (+ 0: a sum of -0 shares is +0, as elsewhere)
+                if (j + 16 <= n) {
+                    vstore(vec<float>{acc}, dst + j);
+                } else {
+                    masked_store(dst + j, static_cast<__mmask16>((1u << (n - j)) - 1u), acc);
+                }
+            }
+        }
+    }
+
+    const plan_data<R>& p_;
+    const px_bshape& sh_;
+    index_t C_ = 0, W_ = 0, Wo_ = 0, k_ = 1;
+    index_t in_rows_ = 1, out_rows_ = 1;
 };
 #endif
 
