@@ -332,6 +332,8 @@ void register_image(const std::string& name, const avgpool::dims<4>& in_shape, a
     benchmark::RegisterBenchmark(("image/onednn_cl/" + name).c_str(), bench_onednn<2>, cl, false);
 #endif
     benchmark::RegisterBenchmark(("image/memcpy/" + name).c_str(), bench_memcpy<2>, p);
+    benchmark::RegisterBenchmark(("image/backward_cl/" + name).c_str(), bench_backward<2>, cl);
+    benchmark::RegisterBenchmark(("image/backward_cf/" + name).c_str(), bench_backward<2>, p);
 }
 
 }  // namespace

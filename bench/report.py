@@ -133,7 +133,8 @@ def threads_table(data):
 
 def image_table(data):
     """image/<impl>/<name> rows (few-channel images, channels-last, outside shapes.txt): the
-    channels-last time against the same pool channels-first, oneDNN nhwc and memcpy."""
+    channels-last time against the same pool channels-first, oneDNN nhwc and memcpy, and the
+    backward pass in both layouts."""
     times = {}
     for b in data["benchmarks"]:
         if b.get("aggregate_name") != "median" or not b["run_name"].startswith("image/"):
@@ -147,14 +148,17 @@ def image_table(data):
     print()
     print("Few-channel images, channels-last (not in shapes.txt):")
     print()
-    print("| image pool | channels-last us | / channels-first | / oneDNN nhwc | / memcpy |")
-    print("|---|---|---|---|---|")
+    print("| image pool | channels-last us | / channels-first | / oneDNN nhwc | / memcpy | backward cl us | "
+          "/ backward cf |")
+    print("|---|---|---|---|---|---|---|")
     for n in names:
         t = times.get(("cl", n))
         if not t:
             continue
         ratio = lambda impl: t / times[(impl, n)] if times.get((impl, n)) else None
-        print(f"| {n} | {t / 1000:.1f} | {fmt(ratio('cf'))} | {fmt(ratio('onednn_cl'))} | {fmt(ratio('memcpy'))} |")
+        b, bcf = times.get(("backward_cl", n)), times.get(("backward_cf", n))
+        print(f"| {n} | {t / 1000:.1f} | {fmt(ratio('cf'))} | {fmt(ratio('onednn_cl'))} | {fmt(ratio('memcpy'))} | "
+              f"{b / 1000 if b else 0:.1f} | {fmt(b / bcf if b and bcf else None)} |")
 
 
 def main():

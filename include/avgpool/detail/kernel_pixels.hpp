@@ -374,17 +374,6 @@ public:
         const M* rows[cl_max_outer_rows];
         float factor[cl_max_outer_rows];
         const index_t row_in = W_ * C_, row_out = Wo_ * C_;
-        auto expand_row = [&](const float* gbuf, index_t item) {
-            M* const dst = grad_in + item * row_in;
-            switch (k_) {  // the common widths unrolled
-                case 1: return expand<1>(gbuf, dst);
-                case 2: return expand<2>(gbuf, dst);
-                case 3: return expand<3>(gbuf, dst);
-                case 4: return expand<4>(gbuf, dst);
-                case 5: return expand<5>(gbuf, dst);
-                default: return expand<0>(gbuf, dst);
-            }
-        };
         for (index_t item = item_begin; item < item_end; ++item) {
             const index_t n = item / in_rows_, r = item % in_rows_;
             const M* const g_img = grad_out + n * out_rows_ * row_out;
@@ -419,7 +408,15 @@ public:
                 });
             }
             gather(gbuf, rows, factor, nr);
-            expand_row(gbuf, item);
+            M* const dst = grad_in + item * row_in;
+            switch (k_) {  // the common widths unrolled
+                case 1: expand<1>(gbuf, dst); break;
+                case 2: expand<2>(gbuf, dst); break;
+                case 3: expand<3>(gbuf, dst); break;
+                case 4: expand<4>(gbuf, dst); break;
+                case 5: expand<5>(gbuf, dst); break;
+                default: expand<0>(gbuf, dst); break;
+            }
         }
     }
 
