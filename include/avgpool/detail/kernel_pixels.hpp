@@ -83,15 +83,15 @@ bool px_geometry(const plan_data<R>& p) noexcept {
     const index_t W = g.input[R - 1], s = g.strides[R - 1], d = g.dilations[R - 1], k = g.kernel[R - 1];
     const index_t pb = g.pads_begin[R - 1];
     const window* w = p.axis(R - 1);
+    // (Taps t0 .. t1 of output o lie inside the input: O(1) per output, as long 1-D signals
+    // may have millions.)
+    auto ceil_div = [](index_t a, index_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
+    auto floor_div = [](index_t a, index_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
     for (index_t o = 0; o < g.output[R - 1]; ++o) {
-        index_t first = -1, count = 0;
-        for (index_t t = 0; t < k; ++t) {
-            const index_t x = o * s - pb + t * d;
-            if (x < 0 || x >= W) continue;
-            if (count == 0) first = x;
-            ++count;
-        }
-        if (w[o].count != count || (count > 0 && w[o].first != first)) return false;
+        const index_t x0 = o * s - pb;
+        const index_t t0 = std::max<index_t>(0, ceil_div(-x0, d)), t1 = std::min(k - 1, floor_div(W - 1 - x0, d));
+        const index_t count = std::max<index_t>(0, t1 - t0 + 1);
+        if (w[o].count != count || (count > 0 && w[o].first != x0 + t0 * d)) return false;
     }
     return true;
 }
