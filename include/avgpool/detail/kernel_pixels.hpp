@@ -25,6 +25,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "../shape.hpp"
 #include "convert.hpp"
 #include "kernel_cl.hpp"
 #include "kernel_perm.hpp"
@@ -85,8 +86,6 @@ bool px_geometry(const plan_data<R>& p) noexcept {
     const window* w = p.axis(R - 1);
     // (Taps t0 .. t1 of output o lie inside the input: O(1) per output, as long 1-D signals
     // may have millions.)
-    auto ceil_div = [](index_t a, index_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); };
-    auto floor_div = [](index_t a, index_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
     for (index_t o = 0; o < g.output[R - 1]; ++o) {
         const index_t x0 = o * s - pb;
         const index_t t0 = std::max<index_t>(0, ceil_div(-x0, d)), t1 = std::min(k - 1, floor_div(W - 1 - x0, d));
@@ -135,7 +134,6 @@ px_bshape px_bmeasure(const plan_data<R>& p) {
     while ((s * C) % g16 != 0) g16 /= 2;
     const index_t phases = s * C / g16;
     if (phases > 16) return sh;
-    auto floor_div = [s](index_t a) { return a >= 0 ? a / s : -((-a + s - 1) / s); };
     // Lane l of phase f holds value 16 f + l of its cycle: pixel x = (16 f + l) / C, channel
     // (16 f + l) % C; tap t reads output (x + pb - t * d) / s when that divides exactly.
     std::vector<px_btap> taps(static_cast<std::size_t>(phases * k));
@@ -147,7 +145,7 @@ px_bshape px_bmeasure(const plan_data<R>& p) {
             bool any = false;
             for (index_t l = 0; l < 16; ++l) {
                 const index_t e = (16 * f + l) / C + pb - t * d;
-                if (floor_div(e) * s != e) continue;
+                if (floor_div(e, s) * s != e) continue;
                 first = any ? std::min(first, e / s) : e / s;
                 last = any ? std::max(last, e / s) : e / s;
                 any = true;
@@ -157,7 +155,7 @@ px_bshape px_bmeasure(const plan_data<R>& p) {
             tp.base = first;
             for (index_t l = 0; l < 16; ++l) {
                 const index_t e = (16 * f + l) / C + pb - t * d;
-                if (floor_div(e) * s != e) continue;
+                if (floor_div(e, s) * s != e) continue;
                 tp.idx[l] = static_cast<std::int32_t>((e / s - first) * C + (16 * f + l) % C);
                 tp.keep = static_cast<std::uint16_t>(tp.keep | (1u << l));
             }
