@@ -214,6 +214,16 @@ public:
         for (std::size_t a = 0; a + 1 < R; ++a) rows_per_n_ *= g.output[a];
         in_n_ = p.input_spatial_volume() * C_;
         row_out_ = Wo_ * C_;
+        // The run of outputs around the middle whose last-axis divisor is the middle's (all but
+        // the clipped windows at the ends).
+        const float* ldiv = p.template last_divisor<float>();
+        const index_t mid = Wo_ / 2;
+        ulast_ = ldiv[mid];
+        urec_ = p.px_rdiv[static_cast<std::size_t>(mid)];
+        u0_ = mid;
+        u1_ = mid + 1;
+        while (u0_ > 0 && ldiv[u0_ - 1] == ulast_) --u0_;
+        while (u1_ < Wo_ && ldiv[u1_] == ulast_) ++u1_;
     }
 
     /// Output rows of the whole batch: the executor's work items.
@@ -283,6 +293,9 @@ private:
         const float* const ldiv = p_.template last_divisor<float>();
         const float* const lrec = p_.px_rdiv.data();
         const bool per_lane = average_ && over == 0;
+        // Blocks inside [u0_, u1_) share one last-axis factor: the per-lane products there,
+        // formed once (the same roundings, so the same values).
+        const __m512 du = _mm512_mul_ps(dsplat, _mm512_set1_ps(ulast_)), ru = _mm512_mul_ps(rsplat, _mm512_set1_ps(urec_));
         const index_t nrows = n0 * n1;
         const __mmask16 whole = static_cast<__mmask16>((1u << (P * C)) - 1u);
         for (index_t o0 = 0; o0 < Wo_; o0 += Q_) {
@@ -315,7 +328,10 @@ private:
                 }
                 if (average_) {
                     __m512 dv = dsplat, rv = rsplat;
-                    if (per_lane) {
+                    if (per_lane && o >= u0_ && o + P <= u1_) {
+                        dv = du;
+                        rv = ru;
+                    } else if (per_lane) {
                         // (maskz with every lane: the plain form trips GCC 12's -Wmaybe-uninitialized.)
                         dv = _mm512_mul_ps(dv, _mm512_maskz_permutexvar_ps(all16, pix, _mm512_loadu_ps(ldiv + o)));
                         rv = _mm512_mul_ps(rv, _mm512_maskz_permutexvar_ps(all16, pix, _mm512_loadu_ps(lrec + o)));
@@ -333,6 +349,8 @@ private:
     bool average_;
     index_t C_ = 0, W_ = 0, Wo_ = 0, s_ = 1, dc_ = 1, k_ = 1, pb_ = 0, ke_ = 1, P_ = 1, Q_ = 1;
     index_t rows_per_n_ = 1, in_n_ = 0, row_out_ = 0;
+    index_t u0_ = 0, u1_ = 0;
+    float ulast_ = 1.0f, urec_ = 1.0f;
     alignas(64) std::int32_t idx_[16] = {};
     alignas(64) std::int32_t pix_[16] = {};
 };
