@@ -120,7 +120,7 @@ struct plan_access {
     }
     template <std::size_t R>
     static bool pixels_backward(const pooling<R>& p) noexcept {
-        return p.d_.pixel_backward;
+        return p.d_.px_b != nullptr;
     }
 };
 }  // namespace detail
@@ -192,14 +192,7 @@ private:
             d_.px_rdiv[o] = ld[o] != 0.0f ? 1.0f / ld[o] : std::numeric_limits<float>::infinity();
         d_.pixel_kernel = true;
         auto shape = std::make_shared<const detail::px_bshape>(detail::px_bmeasure<R>(d_));
-        if (shape->phases == 0) return;
-        d_.px_b = std::move(shape);
-        const index_t C = d_.input_shape[1], Wo = d_.geometry.output[R - 1];
-        d_.px_brdiv.assign(static_cast<std::size_t>(Wo * C + 16), 1.0f);
-        for (index_t o = 0; o < Wo; ++o)
-            for (index_t c = 0; c < C; ++c)
-                d_.px_brdiv[static_cast<std::size_t>(o * C + c)] = 1.0f / d_.last_bdiv_f[static_cast<std::size_t>(o)];
-        d_.pixel_backward = true;
+        if (shape->phases > 0) d_.px_b = std::move(shape);
     }
 
     // Channels-last with fewer channels than a float vector and stride 1 on the last axis: the
@@ -807,7 +800,7 @@ status pooling<R>::run_backward(const T* grad_out, T* grad_in, const detail::exe
         using U = detail::compute_t<T>;
 #if AVGPOOL_PERM_KERNEL
         if constexpr (std::is_same<U, float>::value) {
-            if (d_.pixel_backward && d_.memory_layout == layout::channels_last) {
+            if (d_.px_b != nullptr) {
                 const detail::px_backward<R, T> kernel(d_);
                 exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
                 return status{};

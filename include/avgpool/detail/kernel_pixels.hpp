@@ -121,6 +121,8 @@ struct px_btap {
 struct px_bshape {
     index_t phases = 0, cycle_out = 0, margin = 0, floats = 0;
     std::vector<px_btap> taps;  // [f * kernel + t]
+    // 1 / last_bdiv_f of output o at o * C + c, as the output row lays its values (+ 16 ones).
+    std::vector<float> rdiv;
 };
 
 template <std::size_t R>
@@ -181,6 +183,10 @@ px_bshape px_bmeasure(const plan_data<R>& p) {
     sh.margin = margin;
     sh.floats = floats;
     sh.taps = std::move(taps);
+    sh.rdiv.assign(static_cast<std::size_t>(Wo * C + 16), 1.0f);
+    for (index_t o = 0; o < Wo; ++o)
+        for (index_t c = 0; c < C; ++c)
+            sh.rdiv[static_cast<std::size_t>(o * C + c)] = 1.0f / p.last_bdiv_f[static_cast<std::size_t>(o)];
     return sh;
 }
 
@@ -368,7 +374,7 @@ class px_backward {
     static_assert(std::is_same<compute_t<M>, float>::value, "px_backward: float or 16-bit storage");
 
 public:
-    /// Requires p.pixel_backward.
+    /// Requires p.px_b.
     explicit px_backward(const plan_data<R>& p) : p_(p), sh_(*p.px_b) {
         const pool_geometry<R>& g = p.geometry;
         C_ = p.input_shape[1];
@@ -447,7 +453,7 @@ private:
             for (index_t i = 0; i < len; ++i) gbuf[lo + i] = 0.0f;
             return;
         }
-        const float* const lrec = p_.px_brdiv.data();
+        const float* const lrec = sh_.rdiv.data();
         for (index_t q = 0; q < nr; ++q) {
             // 1 / divisor: the override's, or the row's outer factor times the column's.
             const __m512 rq = _mm512_set1_ps(over > 0 ? 1.0f / static_cast<float>(over) : 1.0f / factor[q]);

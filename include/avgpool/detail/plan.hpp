@@ -138,11 +138,8 @@ struct plan_data {
     // it is; an empty window's 0 gives inf).
     bool pixel_kernel = false;
     std::vector<float> px_rdiv;
-    // Its backward (px_backward) runs this plan's backward pass, with 1 / last_bdiv_f per
-    // value of an output row (output o's at o * C + c; padded with 16 ones).
-    bool pixel_backward = false;
-    std::vector<float> px_brdiv;
-    std::shared_ptr<const px_bshape> px_b;  // its lane tables
+    // Its backward (px_backward) runs this plan's backward pass where its tables are set.
+    std::shared_ptr<const px_bshape> px_b;
     // The tile kernel's (kernel_tile.hpp) lists, per axis a, of the outputs with a tap at each
     // input x, ascending: tile_cover[tile_cover_at[tile_cover_axis[a] + x] ..
     // tile_cover_at[tile_cover_axis[a] + x + 1]); empty when that kernel does not apply.
