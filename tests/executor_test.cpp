@@ -509,41 +509,62 @@ bool permute_backward(const avgpool::detail::plan_data<R>& d, const T* grad, T* 
 }
 
 // The row split computes each output with the same code as the whole-plane kernels: forward()
-// of a few-plane plan equals the permute kernel where the split takes it (AVX-512, rows up to
-// 32 or in chunks at stride 2), else the block kernel (flat_kernel::run) where the split takes
-// it (rows up to 128 wide), else the row kernel (cf_kernel::run) or the reference, run directly
-// over whole planes, bit for bit.
+// of a few-plane plan equals, bit for bit, the first whole-plane kernel the split takes, run
+// directly over whole planes: the permute kernel (AVX-512, rows up to 32 or in chunks at
+// stride 2), the 2x2 stride-2 kernel, the same-grid kernel (where its rows split), the block
+// kernel (rows up to 128 wide), the row kernel, else the reference. Both a thread pool and the
+// uneven executor, whose pieces start on odd rows where the blocks do.
 template <class T, std::size_t R>
 void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>>& plan, const std::string& what) {
     SCOPED_TRACE(what);
     ASSERT_TRUE(plan);
-    const auto& d = avgpool::detail::plan_access::data(*plan);
+    namespace dt = avgpool::detail;
+    const auto& d = dt::plan_access::data(*plan);
     const index_t planes = d.input_shape[0] * d.input_shape[1];
     const std::vector<T> in = random_values<T>(static_cast<std::size_t>(plan->input_size()), 99);
     const std::size_t n = static_cast<std::size_t>(plan->output_size());
     static const thread_pool pool(2);
-    for (auto op : {avgpool::detail::pool_op::average, avgpool::detail::pool_op::sum}) {
-        const bool avg = op == avgpool::detail::pool_op::average;
-        std::vector<T> split(n, T(3)), whole(n, T(4));
-        ASSERT_TRUE(avg ? plan->forward(in.data(), split.data(), pool) : plan->sum(in.data(), split.data(), pool));
+    for (auto op : {dt::pool_op::average, dt::pool_op::sum}) {
+        const bool avg = op == dt::pool_op::average;
+        std::vector<T> whole(n, T(4));
         if (permute_forward<T, R>(d, op, in.data(), whole.data(), planes)) {
-        } else if (avgpool::detail::flat_split_applicable<T, R>(d))
-            avgpool::detail::flat_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
-        else if (avgpool::detail::cf_applicable<T, R>(d))
-            avgpool::detail::cf_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
-        else
-            avgpool::detail::reference_pool<T, R>(d, in.data(), whole.data(), op, 0, planes);
-        EXPECT_TRUE(same_bytes(split, whole)) << (avg ? "average" : "sum");
+        } else if (dt::pair_applicable<T, R>(d)) {
+            dt::pair_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
+        } else if (dt::same_applicable<T, R>(d) && dt::same_kernel<T, R>(d, op).splits_rows()) {
+            dt::same_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
+        } else if (dt::flat_split_applicable<T, R>(d)) {
+            dt::flat_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
+        } else if (dt::cf_applicable<T, R>(d)) {
+            dt::cf_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
+        } else {
+            dt::reference_pool<T, R>(d, in.data(), whole.data(), op, 0, planes);
+        }
+        auto call = [&](const auto& exec, T* out) { return avg ? plan->forward(in.data(), out, exec) : plan->sum(in.data(), out, exec); };
+        std::vector<T> split(n, T(3));
+        ASSERT_TRUE(call(pool, split.data()));
+        EXPECT_TRUE(same_bytes(split, whole)) << (avg ? "average" : "sum") << ", thread_pool(2)";
+        std::fill(split.begin(), split.end(), T(5));
+        ASSERT_TRUE(call(uneven_executor{}, split.data()));
+        EXPECT_TRUE(same_bytes(split, whole)) << (avg ? "average" : "sum") << ", uneven executor";
     }
     // Backward splits input rows; each row is computed as the whole-plane order computes it.
-    if (!d.global && avgpool::detail::backward_cf_applicable<T, R>(d)) {
+    const bool pair = dt::pair_applicable<T, R>(d);
+    if (!d.global && (pair || dt::backward_cf_applicable<T, R>(d))) {
         const std::vector<T> grad = random_values<T>(n, 77);
         const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
-        std::vector<T> split(n_in, T(3)), whole(n_in, T(4));
+        std::vector<T> whole(n_in, T(4));
+        if (permute_backward<T, R>(d, grad.data(), whole.data(), planes)) {
+        } else if (pair) {
+            dt::pair_kernel<T, R>(d, dt::pool_op::average).run_backward(grad.data(), whole.data(), 0, planes);
+        } else {
+            dt::backward_cf<T, R>(d).run(grad.data(), whole.data(), 0, planes);
+        }
+        std::vector<T> split(n_in, T(3));
         ASSERT_TRUE(plan->backward(grad.data(), split.data(), pool));
-        if (!permute_backward<T, R>(d, grad.data(), whole.data(), planes))
-            avgpool::detail::backward_cf<T, R>(d).run(grad.data(), whole.data(), 0, planes);
-        EXPECT_TRUE(same_bytes(split, whole)) << "backward";
+        EXPECT_TRUE(same_bytes(split, whole)) << "backward, thread_pool(2)";
+        std::fill(split.begin(), split.end(), T(5));
+        ASSERT_TRUE(plan->backward(grad.data(), split.data(), uneven_executor{}));
+        EXPECT_TRUE(same_bytes(split, whole)) << "backward, uneven executor";
     }
 }
 
@@ -570,7 +591,40 @@ void split_suite() {
         avgpool::pool_attrs<2> big = attrs_of<2>(3, 1, 1);
         big.divisor_override = 20000001;  // the reference path for float
         expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, big), name("override", C));
+        // The same-grid and 2x2 kernels' row ranges, on planes of at least split_min_elements
+        // (C = 1 splits too); these row counts put block starts on odd rows.
+        const auto split_case = [&](const avgpool::result<pooling<2>>& plan, const char* what) {
+            EXPECT_TRUE(rows_split(plan)) << what;
+            expect_split_matches_whole_planes<T, 2>(plan, name(what, C));
+        };
+        split_case(pooling<2>::create({1, C, 151, 131}, attrs_of<2>(3, 1, 1)), "3x3 s1 odd rows");
+        split_case(pooling<2>::create({1, C, 127, 131}, attrs_of<2>(5, 1, 2)), "5x5 s1");
+        split_case(pooling<2>::create({1, C, 251, 67}, attrs_of<2>(7, 1, 3)), "7x7 s1");
+        split_case(pooling<2>::create({1, C, 751, 23}, attrs_of<2>(5, 1, 2)), "5x5 s1 narrow");
+        avgpool::pool_attrs<2> k2 = attrs_of<2>(2, 1, 0);  // output = input: pads (0, 1)
+        k2.pads_end = {1, 1};
+        split_case(pooling<2>::create({1, C, 151, 131}, k2), "2x2 s1");
+        split_case(pooling<2>::create({1, C, 231, 75}, attrs_of<2>(2, 2, 0)), "2x2 s2 odd");
+        split_case(pooling<2>::create({1, C, 1301, 13}, attrs_of<2>(2, 2, 0)), "2x2 s2 narrow");
     }
+    // Planes whose sums fit one segment (kernel width x plane <= 8192): 14 planes of 30x40.
+    EXPECT_TRUE(rows_split(pooling<2>::create({1, 14, 30, 40}, attrs_of<2>(5, 1, 2))));
+    expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, 14, 30, 40}, attrs_of<2>(5, 1, 2)), "5x5 s1 small planes");
+    EXPECT_TRUE(rows_split(pooling<2>::create({1, 13, 33, 41}, attrs_of<2>(3, 1, 1))));
+    expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, 13, 33, 41}, attrs_of<2>(3, 1, 1)), "3x3 s1 small planes");
+    // Those cases reach the kernels' row ranges: the same-grid kernel's (its strip and general
+    // paths) and the 2x2 kernel's.
+    namespace dt = avgpool::detail;
+    const auto op = dt::pool_op::average;
+    for (const auto& plan : {pooling<2>::create({1, 1, 151, 131}, attrs_of<2>(3, 1, 1)),
+                             pooling<2>::create({1, 1, 127, 131}, attrs_of<2>(5, 1, 2)),
+                             pooling<2>::create({1, 14, 30, 40}, attrs_of<2>(5, 1, 2))}) {
+        const auto& d = dt::plan_access::data(*plan);
+        const bool same = dt::same_applicable<T, 2>(d) && dt::same_kernel<T, 2>(d, op).splits_rows();
+        EXPECT_TRUE(same);
+    }
+    const auto pair = pooling<2>::create({1, 1, 231, 75}, attrs_of<2>(2, 2, 0));
+    EXPECT_TRUE((dt::pair_applicable<T, 2>(dt::plan_access::data(*pair))));
 }
 
 TEST(ExecutorPooling, RowSplitMatchesWholePlanesFloat) { split_suite<float>(); }

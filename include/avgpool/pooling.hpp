@@ -848,6 +848,15 @@ status pooling<R>::run_backward(const T* grad_out, T* grad_in, const detail::exe
             }
         }
 #endif
+        if (rows.split() && detail::pair_applicable<T, R>(d_)) {
+            const detail::pair_kernel<T, R> kernel(d_, detail::pool_op::average);
+            exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
+                rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
+                    kernel.run_backward_rows(grad_out, grad_in, plane, r0, r1);
+                });
+            });
+            return status{};
+        }
         if (rows.split() && !d_.global && detail::backward_cf_applicable<T, R>(d_)) {
             const detail::backward_cf<T, R> kernel(d_);
             exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
@@ -933,6 +942,11 @@ status pooling<R>::run(const T* in, T* out, detail::pool_op op, const detail::ex
             if (rows.split() && detail::perm_applicable<U, R, T>(d_)) return split_rows(detail::perm_kernel<R, T>(d_, op));
         }
 #endif
+        if (rows.split() && detail::pair_applicable<U, R>(d_)) return split_rows(detail::pair_kernel<U, R, T>(d_, op));
+        if (rows.split() && detail::same_applicable<U, R>(d_)) {
+            const detail::same_kernel<U, R, T> kernel(d_, op);
+            if (kernel.splits_rows()) return split_rows(kernel);
+        }
         if (rows.split() && detail::flat_split_applicable<U, R>(d_)) return split_rows(detail::flat_kernel<U, R, T>(d_, op));
         if (rows.split() && detail::cf_applicable<U, R>(d_)) return split_rows(detail::cf_kernel<U, R, T>(d_, op));
         if (with_plane_kernel<U, T>(op, planes)) return status{};

@@ -139,7 +139,32 @@ public:
         const line_buffer<T> sums = sums_buffer();
         T* const buf = sums.get();
         for (index_t item = item_begin; item < item_end; ++item)
-            plane(in, in_end, in + item * n_, out + item * n_, buf);
+            plane(in, in_end, in + item * n_, out + item * n_, buf, 0, H_);
+    }
+
+    /// Whether run_rows() serves this kernel: not on the whole-plane paths (narrow8, flat3).
+    bool splits_rows() const noexcept { return !narrow8_ && !flat3_; }
+
+    /// Output rows row_begin .. row_end - 1 of plane `item`, for splitting few planes across
+    /// threads (where splits_rows()). Each output row takes the operations, in the order, that
+    /// run() gives it, so the bits are run()'s whatever the split.
+    void run_rows(const M* in, M* out, index_t item, index_t row_begin, index_t row_end) const {
+        if (row_begin >= row_end) return;
+        const M* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * n_;
+        const M* const src = in + item * n_;
+        M* const dst = out + item * n_;
+        if (strip3_) {
+            for (index_t c0 = 0; c0 < W_; c0 += L) {
+                const index_t c = std::min(c0, W_ - L);
+                if (c == 0 || c + L + 1 > W_)
+                    strip3_column<true>(in, in_end, src, dst, 1, c, row_begin, row_end);
+                else
+                    strip3_column<false>(in, in_end, src, dst, 1, c, row_begin, row_end);
+            }
+            return;
+        }
+        const line_buffer<T> sums = sums_buffer();
+        plane(in, in_end, src, dst, sums.get(), row_begin, row_end);
     }
 
     /// backward() on a kernel made with transpose = true and pool_op::sum: each plane of
@@ -172,15 +197,16 @@ public:
             if (strip3_)
                 strip3(scaled.get(), scaled.get() + scaled_size, gs, grad_in + item * n_, 1);
             else
-                plane(scaled.get(), scaled.get() + scaled_size, gs, grad_in + item * n_, buf);
+                plane(scaled.get(), scaled.get() + scaled_size, gs, grad_in + item * n_, buf, 0, H_);
         }
     }
 
 private:
-    // plane()'s buffer of horizontal sums (zeroed), starting on a 64-byte line: rows whose
-    // width is a multiple of 16 floats then load and store whole lines.
+    // plane()'s buffer of horizontal sums (plane() zeroes the rows it reads and does not
+    // fill), starting on a 64-byte line: rows whose width is a multiple of 16 floats then
+    // load and store whole lines.
     line_buffer<T> sums_buffer() const {
-        return line_buffer<T>(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L), true);
+        return line_buffer<T>(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L));
     }
 
     // flat3() reads and writes M through the masked forms of convert.hpp.
@@ -402,10 +428,12 @@ private:
         }
     }
 
+    // Output rows [r0, r1) of the strip at column c (r1 = -1: to the plane's last row).
     template <bool Edge, class E>
     AVGPOOL_NOINLINE void strip3_column(const E* in, const E* in_end, const E* src0, E* dst0, index_t count,
-                                        index_t c) const {
+                                        index_t c, index_t r0 = 0, index_t r1 = -1) const {
         const index_t H = H_, W = W_, n = n_;
+        if (r1 < 0) r1 = H;
         const bool average = op_ == pool_op::average;
         const V zero = V::splat(T(0));
         // Taps 0 and 2 of the strip's lanes (the masks describe row 0 of the plane or a row).
@@ -414,6 +442,8 @@ private:
         // The rows between the first and the last share their reciprocals (checked with the plan).
         const bool hoist = p_.plane_rdiv_inner_rows;
         const V first = V::load(g0), inner = hoist ? V::load(g0 + W) : zero, last = V::load(g0 + (H - 1) * W);
+        // Rows r with r + 2 < H: the row two below exists.
+        const index_t body_end = std::min(r1, H - 2);
         for (index_t k = 0; k < count; ++k) {
             const E* const src = src0 + k * n;
             const index_t before = src - in, after = in_end - src;  // readable around src
@@ -431,8 +461,8 @@ private:
                     return (vload(q).bit_and(ml) + vload(q + 1)) + vload(q + 2).bit_and(mr);
                 }
             };
-            V hu = zero, hm = hrow(0), hd = H > 1 ? hrow(1) : zero;
-            E* o = dst0 + k * n + c;
+            V hu = r0 > 0 ? hrow(r0 - 1) : zero, hm = hrow(r0), hd = r0 + 1 < H ? hrow(r0 + 1) : zero;
+            E* o = dst0 + k * n + r0 * W + c;
             // Output row r with reciprocals rec, then the window slides down a row.
             auto emit = [&](V rec) AVGPOOL_INLINE_LAMBDA {
                 const V acc = (hu + hm) + hd;
@@ -441,28 +471,31 @@ private:
                 hu = hm;
                 hm = hd;
             };
-            if (hoist) {
-                emit(first);
-                hd = hrow(2);
-                index_t r = 1;
-                for (; r + 2 < H; ++r) {
+            index_t r = r0;
+            if (hoist) {  // (H >= 3)
+                if (r == 0) {
+                    emit(first);
+                    hd = hrow(2);
+                    ++r;
+                }
+                for (; r < body_end; ++r) {
                     emit(inner);
                     hd = hrow(r + 2);
                 }
-                emit(inner);
-                hd = zero;
-                emit(last);
+                for (; r < r1; ++r) {
+                    emit(r == H - 1 ? last : inner);
+                    hd = zero;
+                }
                 continue;
             }
-            const T* g = g0;
-            index_t r = 0;
-            for (; r + 2 < H; ++r, g += W) {
+            const T* g = g0 + r * W;
+            for (; r < body_end; ++r, g += W) {
                 emit(V::load(g));
                 hd = hrow(r + 2);
             }
-            for (; r < H; ++r, g += W) {
+            for (; r < r1; ++r, g += W) {
                 emit(V::load(g));
-                hd = zero;
+                hd = r + 2 < H ? hrow(r + 2) : zero;
             }
         }
     }
@@ -482,13 +515,42 @@ private:
         return V::load(tmp);
     }
 
-    // One plane: src inside [in, in_end), which bounds the vector reads.
+    // Output rows [r0, r1) of one plane: src inside [in, in_end), which bounds the vector
+    // reads; no write reaches past row r1 - 1 (another thread may own the rows after).
     template <class E>
-    void plane(const E* in, const E* in_end, const E* src, E* dst, T* buf) const {
+    void plane(const E* in, const E* in_end, const E* src, E* dst, T* buf, index_t r0, index_t r1) const {
+        // The kernel width fixed once per plane, not per row (a row's call through the switch
+        // cost 5% of a 56x56 5x5 plane).
+        switch (kw_) {
+            case 1: plane_k<1>(in, in_end, src, dst, buf, r0, r1); break;
+            case 2: plane_k<2>(in, in_end, src, dst, buf, r0, r1); break;
+            case 3: plane_k<3>(in, in_end, src, dst, buf, r0, r1); break;
+            case 4: plane_k<4>(in, in_end, src, dst, buf, r0, r1); break;
+            case 5: plane_k<5>(in, in_end, src, dst, buf, r0, r1); break;
+            case 6: plane_k<6>(in, in_end, src, dst, buf, r0, r1); break;
+            default: plane_k<7>(in, in_end, src, dst, buf, r0, r1); break;
+        }
+    }
+
+    template <int KW, class E>
+    void plane_k(const E* in, const E* in_end, const E* src, E* dst, T* buf, index_t r0, index_t r1) const {
         T* hs = buf + pt_ * W_;
-        if (m_ == n_) {
-            horizontal(in, in_end, src, hs);
-            vertical(buf, dst, 0, n_);
+        const index_t limit = r1 * W_;
+        // The input rows that output rows [r0, r1) read (the others are never summed); a
+        // whole-plane segment (its masks describe the plane) sums them all.
+        const bool whole = m_ == n_;
+        const index_t x0 = whole ? 0 : std::max<index_t>(0, r0 - pt_);
+        const index_t x1 = whole ? H_ : std::min(H_, r1 - pt_ + kh_ - 1);
+        // Zeros in the buffer rows these outputs read that no input row fills (the padding),
+        // and in the row after them, which the last vector's spilled lanes read.
+        const index_t rows = H_ + kh_ - 1;
+        if (r0 < pt_ + x0) std::fill(buf + r0 * W_, buf + (pt_ + x0) * W_, T(0));
+        const index_t z1 = std::min(rows, r1 + kh_);
+        if (pt_ + x1 < z1) std::fill(buf + (pt_ + x1) * W_, buf + z1 * W_, T(0));
+        if (r1 + kh_ > rows) std::fill(buf + rows * W_, buf + rows * W_ + 2 * L, T(0));
+        if (whole) {
+            hseg<KW>(in, in_end, src, hs);
+            vertical(buf, dst, r0 * W_, limit, limit);
             return;
         }
         // Row segments: each output row right after its last input row, so the horizontal
@@ -497,58 +559,77 @@ private:
         // share kh - 1 rows of sums, added once (the k = 7 pool does 7 + 4 additions per
         // output instead of 7 + 6: kernel-size independence).
         const index_t step = kh_ >= 3 && W_ >= L ? 2 : 1;
-        index_t done = 0;  // output rows written
-        for (index_t r = 0; r < H_; ++r) {
-            horizontal(in, in_end, src + r * W_, hs + r * W_);
-            const index_t ready = std::min(H_, pt_ + r + 2 - kh_);  // rows h with h + kh - 1 <= pt + r
-            if (ready - done >= step) {
-                const index_t upto = done + (ready - done) / step * step;
-                rows_out(buf, dst, done, upto, step);
+        index_t done = r0;  // output rows written
+        for (index_t r = x0; r < x1; ++r) {
+            hseg<KW>(in, in_end, src + r * W_, hs + r * W_);
+            const index_t ready = std::min(r1, pt_ + r + 2 - kh_);  // rows h with h + kh - 1 <= pt + r
+            const index_t upto = step == 2 ? ready - ready % 2 : ready;  // whole pairs
+            if (upto > done) {
+                rows_out(buf, dst, done, upto, step, limit);
                 done = upto;
             }
         }
-        if (done < H_) rows_out(buf, dst, done, H_, step);
+        if (done < r1) rows_out(buf, dst, done, r1, step, limit);
     }
 
-    // Output rows [r0, r1): in pairs when step is 2 (an odd last row alone).
+    // Output rows [r0, r1). Step 2: the rows of each pair (2 i, 2 i + 1) through vpair, whether
+    // or not both are in the range, so each row's sums are added in the same order whatever
+    // the split; a plane's odd last row alone.
     template <class E>
-    void rows_out(const T* hs, E* dst, index_t r0, index_t r1, index_t step) const {
+    void rows_out(const T* hs, E* dst, index_t r0, index_t r1, index_t step, index_t limit) const {
         if (step == 2) {
-            for (; r0 + 2 <= r1; r0 += 2) {
-                switch (kh_) {
-                    case 3: vpair<3>(hs, dst, r0); break;
-                    case 4: vpair<4>(hs, dst, r0); break;
-                    case 5: vpair<5>(hs, dst, r0); break;
-                    case 6: vpair<6>(hs, dst, r0); break;
-                    default: vpair<7>(hs, dst, r0); break;
-                }
+            if (r0 % 2 == 1 && r0 < r1) {
+                vpair_dispatch<2>(hs, dst, r0 - 1);  // the second of its pair
+                ++r0;
+            }
+            for (; r0 + 2 <= r1; r0 += 2) vpair_dispatch<3>(hs, dst, r0);
+            if (r0 == r1) return;
+            if (r0 + 1 < H_ || H_ % 2 == 0) {
+                vpair_dispatch<1>(hs, dst, r0);  // the first of its pair
+                return;
             }
         }
-        if (r0 < r1) vertical(hs, dst, r0 * W_, r1 * W_);
+        vertical(hs, dst, r0 * W_, r1 * W_, limit);
+    }
+
+    // vpair<kh, Which>.
+    template <int Which, class E>
+    void vpair_dispatch(const T* hs, E* dst, index_t r) const {
+        switch (kh_) {
+            case 3: vpair<3, Which>(hs, dst, r); break;
+            case 4: vpair<4, Which>(hs, dst, r); break;
+            case 5: vpair<5, Which>(hs, dst, r); break;
+            case 6: vpair<6, Which>(hs, dst, r); break;
+            default: vpair<7, Which>(hs, dst, r); break;
+        }
     }
 
     // Output rows r and r + 1 (W >= L): the sums of rows r + 1 .. r + K - 1 once, plus row r
-    // for the first and row r + K for the second. The last vector of a row is shifted back
-    // to end at the row's end (its overlapping lanes are recomputed to the same values).
-    template <int K, class E>
+    // for the first and row r + K for the second (Which: 1 the first only, 2 the second only,
+    // 3 both). The last vector of a row is shifted back to end at the row's end (its
+    // overlapping lanes are recomputed to the same values).
+    template <int K, int Which, class E>
     void vpair(const T* hs, E* out, index_t r) const {
         const bool average = op_ == pool_op::average;
         const index_t W = W_, base = r * W;
+        const T* const rgrid = rgrid_;  // a local: the stores may alias the member
         for (index_t c = 0; c < W; c += L) {
             const index_t i = base + std::min(c, W - L);
             const T* h = hs + i;
             V shared = V::load(h + W);
             for (int t = 2; t < K; ++t) shared = shared + V::load(h + t * W);
-            V first = V::load(h) + shared, second = shared + V::load(h + K * W);
+            V first = shared, second = shared;
+            if constexpr ((Which & 1) != 0) first = V::load(h) + shared;
+            if constexpr ((Which & 2) != 0) second = shared + V::load(h + K * W);
             if (average) {
-                first = scale_plus_zero(first, V::load(rgrid_ + i));
-                second = scale_plus_zero(second, V::load(rgrid_ + i + W));
+                if constexpr ((Which & 1) != 0) first = scale_plus_zero(first, V::load(rgrid + i));
+                if constexpr ((Which & 2) != 0) second = scale_plus_zero(second, V::load(rgrid + i + W));
             } else {
                 first = plus_zero(first);
                 second = plus_zero(second);
             }
-            vstore(first, out + i);
-            vstore(second, out + i + W);
+            if constexpr ((Which & 1) != 0) vstore(first, out + i);
+            if constexpr ((Which & 2) != 0) vstore(second, out + i + W);
         }
     }
 
@@ -607,22 +688,22 @@ private:
         }
     }
 
-    // Outputs [i0, i1) of a plane; i1 is n_ or a row boundary.
+    // Outputs [i0, i1) of a plane; i1 is a row boundary, and no write reaches limit or past.
     template <class E>
-    void vertical(const T* hs, E* out, index_t i0, index_t i1) const {
+    void vertical(const T* hs, E* out, index_t i0, index_t i1, index_t limit) const {
         switch (kh_) {
-            case 1: vrows<1>(hs, out, i0, i1); break;
-            case 2: vrows<2>(hs, out, i0, i1); break;
-            case 3: vrows<3>(hs, out, i0, i1); break;
-            case 4: vrows<4>(hs, out, i0, i1); break;
-            case 5: vrows<5>(hs, out, i0, i1); break;
-            case 6: vrows<6>(hs, out, i0, i1); break;
-            default: vrows<7>(hs, out, i0, i1); break;
+            case 1: vrows<1>(hs, out, i0, i1, limit); break;
+            case 2: vrows<2>(hs, out, i0, i1, limit); break;
+            case 3: vrows<3>(hs, out, i0, i1, limit); break;
+            case 4: vrows<4>(hs, out, i0, i1, limit); break;
+            case 5: vrows<5>(hs, out, i0, i1, limit); break;
+            case 6: vrows<6>(hs, out, i0, i1, limit); break;
+            default: vrows<7>(hs, out, i0, i1, limit); break;
         }
     }
 
     template <int K, class E>
-    void vrows(const T* hs, E* out, index_t i0, index_t i1) const {
+    void vrows(const T* hs, E* out, index_t i0, index_t i1, index_t limit) const {
         const bool average = op_ == pool_op::average;
         const index_t W = W_;
         const T* const rgrid = rgrid_;
@@ -634,9 +715,9 @@ private:
         index_t i = i0;
         for (; i + L <= i1; i += L) vstore(at(i), out + i);
         if (i < i1) {
-            if (i + L <= n_) {
+            if (i + L <= limit) {
                 vstore(at(i), out + i);  // spills into rows written later by this same call
-            } else {  // the plane's last partial vector: never write past the plane
+            } else {  // the last partial vector: never write past limit
                 vstore_n(at(i), out + i, i1 - i);
             }
         }
