@@ -549,13 +549,16 @@ void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>
     }
     // Backward splits input rows; each row is computed as the whole-plane order computes it.
     const bool pair = dt::pair_applicable<T, R>(d);
-    if (!d.global && (pair || dt::backward_cf_applicable<T, R>(d))) {
+    const bool same = dt::same_applicable<T, R>(d) && dt::same_kernel<T, R>(d, dt::pool_op::sum, true).splits_backward_rows();
+    if (!d.global && (pair || same || dt::backward_cf_applicable<T, R>(d))) {
         const std::vector<T> grad = random_values<T>(n, 77);
         const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
         std::vector<T> whole(n_in, T(4));
         if (permute_backward<T, R>(d, grad.data(), whole.data(), planes)) {
         } else if (pair) {
             dt::pair_kernel<T, R>(d, dt::pool_op::average).run_backward(grad.data(), whole.data(), 0, planes);
+        } else if (same) {
+            dt::same_kernel<T, R>(d, dt::pool_op::sum, true).run_backward(grad.data(), whole.data(), 0, planes);
         } else {
             dt::backward_cf<T, R>(d).run(grad.data(), whole.data(), 0, planes);
         }

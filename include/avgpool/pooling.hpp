@@ -857,6 +857,17 @@ status pooling<R>::run_backward(const T* grad_out, T* grad_in, const detail::exe
             });
             return status{};
         }
+        if (rows.split() && detail::same_applicable<T, R>(d_)) {
+            const detail::same_kernel<T, R> kernel(d_, detail::pool_op::sum, true);
+            if (kernel.splits_backward_rows()) {
+                exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
+                    rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
+                        kernel.run_backward_rows(grad_out, grad_in, plane, r0, r1);
+                    });
+                });
+                return status{};
+            }
+        }
         if (rows.split() && !d_.global && detail::backward_cf_applicable<T, R>(d_)) {
             const detail::backward_cf<T, R> kernel(d_);
             exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {

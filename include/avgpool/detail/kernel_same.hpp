@@ -38,6 +38,8 @@ constexpr index_t flat3_max_q = 3;
 constexpr index_t same_plane_mask_budget = 8192;
 // Planes up to this many elements: the padded buffer of horizontal sums stays in L2.
 constexpr index_t same_max_plane = index_t(1) << 16;
+// Planes up to this many elements split backward rows through this kernel's general path.
+constexpr index_t same_split_backward_max = index_t(1) << 14;
 
 /// Whether the geometry suits the same-grid kernel (independent of the element type).
 template <std::size_t R>
@@ -145,6 +147,11 @@ public:
     /// Whether run_rows() serves this kernel: not on the whole-plane paths (narrow8, flat3).
     bool splits_rows() const noexcept { return !narrow8_ && !flat3_; }
 
+    /// Whether run_backward_rows() serves it and pays: its general path stages a scaled plane
+    /// and a plane of sums per call, which past same_split_backward_max elements lost to the
+    /// gathering backward (4 planes of 160x160, 5x5: 160 against 70 us).
+    bool splits_backward_rows() const noexcept { return splits_rows() && (strip3_ || n_ <= same_split_backward_max); }
+
     /// Output rows row_begin .. row_end - 1 of plane `item`, for splitting few planes across
     /// threads (where splits_rows()). Each output row takes the operations, in the order, that
     /// run() gives it, so the bits are run()'s whatever the split.
@@ -154,13 +161,7 @@ public:
         const M* const src = in + item * n_;
         M* const dst = out + item * n_;
         if (strip3_) {
-            for (index_t c0 = 0; c0 < W_; c0 += L) {
-                const index_t c = std::min(c0, W_ - L);
-                if (c == 0 || c + L + 1 > W_)
-                    strip3_column<true>(in, in_end, src, dst, 1, c, row_begin, row_end);
-                else
-                    strip3_column<false>(in, in_end, src, dst, 1, c, row_begin, row_end);
-            }
+            strip3_rows(in, in_end, src, dst, row_begin, row_end);
             return;
         }
         const line_buffer<T> sums = sums_buffer();
@@ -179,26 +180,18 @@ public:
             return;
         }
         const line_buffer<T> sums = sums_buffer();
-        T* const buf = sums.get();
-        // The scaled plane, between zeros: the horizontal pass's vector reads past either
-        // end stay inside this buffer (masked lanes, so the zeros are never summed).
-        // (The margin a whole number of lines, so that the plane starts on one.)
-        const index_t line = 64 / static_cast<index_t>(sizeof(T));
-        const index_t margin = (kw_ + L + line - 1) / line * line;
-        const std::size_t scaled_size = static_cast<std::size_t>(n_ + 2 * margin);
-        const line_buffer<T> scaled(scaled_size, true);
-        T* gs = scaled.get() + margin;
-        for (index_t item = item_begin; item < item_end; ++item) {
-            const T* g = grad_out + item * n_;
-            index_t i = 0;
-            // (+ 0: see plus_zero.)
-            for (; i + L <= n_; i += L) scale_plus_zero(V::load(g + i), V::load(rgrid_ + i)).store(gs + i);
-            for (; i < n_; ++i) gs[i] = g[i] * rgrid_[i] + T(0);
-            if (strip3_)
-                strip3(scaled.get(), scaled.get() + scaled_size, gs, grad_in + item * n_, 1);
-            else
-                plane(scaled.get(), scaled.get() + scaled_size, gs, grad_in + item * n_, buf, 0, H_);
-        }
+        const scaled_plane scaled(*this);
+        for (index_t item = item_begin; item < item_end; ++item)
+            backward_rows(grad_out + item * n_, grad_in + item * n_, sums.get(), scaled, 0, H_);
+    }
+
+    /// Input rows row_begin .. row_end - 1 of grad_in's plane `item`, as run_backward() gives
+    /// them (where splits_rows()): for splitting few planes across threads.
+    void run_backward_rows(const T* grad_out, T* grad_in, index_t item, index_t row_begin, index_t row_end) const {
+        if (row_begin >= row_end) return;
+        const line_buffer<T> sums = sums_buffer();
+        const scaled_plane scaled(*this);
+        backward_rows(grad_out + item * n_, grad_in + item * n_, sums.get(), scaled, row_begin, row_end);
     }
 
 private:
@@ -206,7 +199,46 @@ private:
     // fill), starting on a 64-byte line: rows whose width is a multiple of 16 floats then
     // load and store whole lines.
     line_buffer<T> sums_buffer() const {
-        return line_buffer<T>(static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L));
+        return line_buffer<T>(strip3_ ? 0 : static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L));  // strip3(): none
+    }
+
+    // backward's plane of scaled gradients, between zeros: the horizontal pass's vector reads
+    // past either end stay inside this buffer (masked lanes, so the zeros are never summed).
+    // (The margin a whole number of lines, so that the plane starts on one.)
+    struct scaled_plane {
+        index_t margin, size;
+        line_buffer<T> buf;
+        explicit scaled_plane(const same_kernel& k)
+            : margin((k.kw_ + L + line() - 1) / line() * line()), size(k.n_ + 2 * margin),
+              buf(static_cast<std::size_t>(size)) {
+            std::fill(lo(), plane(), T(0));
+            std::fill(plane() + k.n_, hi(), T(0));
+        }
+        static constexpr index_t line() noexcept { return 64 / static_cast<index_t>(sizeof(T)); }
+        T* lo() const noexcept { return buf.get(); }
+        T* plane() const noexcept { return buf.get() + margin; }
+        T* hi() const noexcept { return buf.get() + size; }
+    };
+
+    // Input rows [r0, r1) of one plane's gradients: the rows of g they read, and e rows either
+    // side (which masked lanes touch), times 1 / divisor into the scaled plane, then summed
+    // over the flipped windows. Each value is scaled alike in a vector or alone, so the bits
+    // do not depend on the rows staged.
+    void backward_rows(const T* g, T* gi, T* buf, const scaled_plane& scaled, index_t r0, index_t r1) const {
+        const index_t e = (kw_ + L) / W_ + 1;
+        const bool whole = m_ == n_;  // the horizontal pass reads the whole plane
+        const index_t s0 = whole ? 0 : std::max<index_t>(0, r0 - pt_ - e);
+        const index_t s1 = whole ? H_ : std::min(H_, r1 - pt_ + kh_ - 1 + e);
+        T* const gs = scaled.plane();
+        index_t i = s0 * W_;
+        const index_t end = s1 * W_;
+        // (+ 0: see plus_zero.)
+        for (; i + L <= end; i += L) scale_plus_zero(V::load(g + i), V::load(rgrid_ + i)).store(gs + i);
+        for (; i < end; ++i) gs[i] = g[i] * rgrid_[i] + T(0);
+        if (strip3_)
+            strip3_rows(scaled.lo(), scaled.hi(), gs, gi, r0, r1);
+        else
+            plane(scaled.lo(), scaled.hi(), gs, gi, buf, r0, r1);
     }
 
     // flat3() reads and writes M through the masked forms of convert.hpp.
@@ -425,6 +457,18 @@ private:
                 else
                     strip3_column<false>(in, in_end, src + b * n, dst + b * n, nb, c);
             }
+        }
+    }
+
+    // Output rows [r0, r1) of the one plane at src, strip by strip (the row splits' strip3()).
+    template <class E>
+    void strip3_rows(const E* in, const E* in_end, const E* src, E* dst, index_t r0, index_t r1) const {
+        for (index_t c0 = 0; c0 < W_; c0 += L) {
+            const index_t c = std::min(c0, W_ - L);
+            if (c == 0 || c + L + 1 > W_)
+                strip3_column<true>(in, in_end, src, dst, 1, c, r0, r1);
+            else
+                strip3_column<false>(in, in_end, src, dst, 1, c, r0, r1);
         }
     }
 
