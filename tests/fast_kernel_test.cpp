@@ -76,13 +76,33 @@ void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
                 ASSERT_EQ(0, std::memcmp(fast.data(), parts.data(), n * sizeof(T))) << "run_rows split";
             }
         } else if (kind == kernel_kind::same) {
-            avgpool::detail::same_kernel<T, R>(d, op).run(in.data(), fast.data(), 0, items);
+            const avgpool::detail::same_kernel<T, R> k(d, op);
+            k.run(in.data(), fast.data(), 0, items);
+            if (k.splits_rows()) {  // run_rows: as for the block kernel
+                const index_t Ho = plan->output_shape()[2];
+                std::vector<T> parts(n, T(1e30));
+                for (index_t item = 0; item < items; ++item) {
+                    const index_t cut = std::uniform_int_distribution<index_t>(0, Ho)(gen);
+                    k.run_rows(in.data(), parts.data(), item, cut, Ho);
+                    k.run_rows(in.data(), parts.data(), item, 0, cut);
+                }
+                ASSERT_EQ(0, std::memcmp(fast.data(), parts.data(), n * sizeof(T))) << "run_rows split";
+            }
         } else {
             // In two calls, the later planes first: a spill from the first half into the
             // second (a race between threads) would overwrite finished outputs.
             const avgpool::detail::pair_kernel<T, R> k(d, op);
             k.run(in.data(), fast.data(), items / 2, items);
             k.run(in.data(), fast.data(), 0, items / 2);
+            // run_rows: as for the block kernel.
+            const index_t Ho = plan->output_shape()[2];
+            std::vector<T> parts(n, T(1e30));
+            for (index_t item = 0; item < items; ++item) {
+                const index_t cut = std::uniform_int_distribution<index_t>(0, Ho)(gen);
+                k.run_rows(in.data(), parts.data(), item, cut, Ho);
+                k.run_rows(in.data(), parts.data(), item, 0, cut);
+            }
+            ASSERT_EQ(0, std::memcmp(fast.data(), parts.data(), n * sizeof(T))) << "run_rows split";
         }
         avgpool::detail::reference_pool<T, R>(d, in.data(), ref.data(), op, 0, items);
         // Magnitude for the bound: the same window statistic of |x| (sum of |x| over the taps,

@@ -274,7 +274,18 @@ void fused_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>&
                 ASSERT_EQ(y[o].bits(), H(yf[o]).bits()) << (op == 0 ? "forward " : "sum ") << o << ": " << yf[o];
             }
         }
-        EXPECT_EQ(0, std::memcmp(y.data(), y2.data(), n_out * sizeof(H))) << "pool(2) differs";
+        // The same bits through a thread pool, but for a NaN's sign: x86 keeps the first
+        // operand's NaN, and Inf + -Inf makes a negative one, so a window holding both kinds
+        // gives either sign by operand order. g++ -O3 -march=native orders it differently
+        // for a short group of the grouped global sums (up to a vector of planes at once,
+        // so a split's bounds change the groups): 1x40x13x13, float16, in session 34.
+        for (std::size_t o = 0; o < n_out; ++o) {
+            if (std::isnan(static_cast<float>(y[o]))) {
+                ASSERT_TRUE(std::isnan(static_cast<float>(y2[o]))) << "pool(2) output " << o;
+            } else {
+                ASSERT_EQ(y[o].bits(), y2[o].bits()) << "pool(2) output " << o;
+            }
+        }
     }
 }
 
