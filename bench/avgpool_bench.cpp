@@ -228,6 +228,42 @@ void bench_memcpy(benchmark::State& state, problem<R> p) {
     state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(bytes));
 }
 
+// The traffic floors of a pass, for the backward / forward bar: forward reads the input and
+// writes the output; backward reads the output's gradients and writes the input's. floor/fwd
+// reads `in` bytes (an XOR of 64-bit words, which the compiler vectorizes: nothing to
+// compute) and memsets `out` bytes; floor/bwd the other way round. A pass that takes about
+// its floor is bound by the cache's read and write rates, not by its instructions.
+void touch_floor(benchmark::State& state, std::size_t read_bytes, std::size_t write_bytes) {
+    buffer<std::uint64_t> src(read_bytes / 8 + 1, 1);
+    buffer<char> dst(write_bytes + 1);
+    const std::size_t words = src.size();
+    for (auto _ : state) {
+        std::uint64_t acc[8] = {};
+        const std::uint64_t* w = src.data();
+        std::size_t i = 0;
+        for (; i + 8 <= words; i += 8)
+            for (int j = 0; j < 8; ++j) acc[j] ^= w[i + static_cast<std::size_t>(j)];
+        for (; i < words; ++i) acc[0] ^= w[i];
+        std::memset(dst.data(), static_cast<int>(acc[0] ^ acc[1] ^ acc[2] ^ acc[3] ^ acc[4] ^ acc[5] ^ acc[6] ^ acc[7]) & 1,
+                    write_bytes);
+        benchmark::DoNotOptimize(dst.data());
+        benchmark::ClobberMemory();
+    }
+    state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(read_bytes + write_bytes));
+}
+
+template <std::size_t R>
+void bench_floor(benchmark::State& state, problem<R> p, bool backward) {
+    auto plan = avgpool::pooling<R>::create(p.in_shape, p.attrs);
+    if (!plan) {
+        state.SkipWithError(plan.error().message().c_str());
+        return;
+    }
+    const std::size_t in = static_cast<std::size_t>(plan->input_size()) * sizeof(float);
+    const std::size_t out = static_cast<std::size_t>(plan->output_size()) * sizeof(float);
+    touch_floor(state, backward ? out : in, backward ? in : out);
+}
+
 #if AVGPOOL_BENCH_HAVE_DNNL
 template <std::size_t R>
 void bench_onednn(benchmark::State& state, problem<R> p, bool include_padding) {
@@ -286,6 +322,8 @@ void register_shape(const shape& sh) {
         if (!include) {
             benchmark::RegisterBenchmark(("memcpy/" + tag).c_str(), bench_memcpy<R>, p);
             benchmark::RegisterBenchmark(("backward/" + tag).c_str(), bench_backward<R>, p);
+            benchmark::RegisterBenchmark(("floor_fwd/" + tag).c_str(), bench_floor<R>, p, false);
+            benchmark::RegisterBenchmark(("floor_bwd/" + tag).c_str(), bench_floor<R>, p, true);
             if (memory_bound(sh)) {  // 16-bit storage against these float rows
                 benchmark::RegisterBenchmark(("avgpool_bf16/" + tag).c_str(), bench_avgpool<R, avgpool::bfloat16>, p);
                 benchmark::RegisterBenchmark(("avgpool_f16/" + tag).c_str(), bench_avgpool<R, avgpool::float16>, p);

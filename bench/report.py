@@ -210,22 +210,31 @@ def main():
     threads_table(data)
     image_table(data)
 
-    # Backward against forward (same shape and layout, exclude-pad), bar <= 1.5.
+    # Backward against forward (same shape and layout, exclude-pad), bar <= 1.5. The floors
+    # (floor_fwd / floor_bwd: read the pass's source bytes, memset its destination's) show
+    # which rows the cache's read and write rates bind: a row whose backward runs near its
+    # floor while its forward runs near its own cannot go below floor_bwd / floor_fwd.
     for bwd_impl, fwd_impl, label in (("backward", "avgpool", "Backward"),
                                       ("backward_cl", "avgpool_cl", "Channels-last backward")):
         print()
-        print(f"| shape | {label.lower()} / forward |")
-        print("|---|---|")
-        ratios = []
+        print(f"| shape | {label.lower()} / forward | floor bwd / floor fwd | backward / floor bwd | "
+              f"forward / floor fwd |")
+        print("|---|---|---|---|---|")
+        ratios, bound = [], 0
         for (impl, shape, divisor), t in sorted(times.items()):
             fwd = times.get((fwd_impl, shape, divisor))
             if impl == bwd_impl and fwd:
                 ratios.append(t / fwd)
-                print(f"| {shape} | {t / fwd:.2f} |")
+                ff, fb = times.get(("floor_fwd", shape, divisor)), times.get(("floor_bwd", shape, divisor))
+                cells = [f"{fb / ff:.2f}", f"{t / fb:.2f}", f"{fwd / ff:.2f}"] if ff and fb else ["-"] * 3
+                if ff and fb and t / fwd > 1.5 and fb / ff > 1.5:
+                    bound += 1
+                print(f"| {shape} | {t / fwd:.2f} | " + " | ".join(cells) + " |")
         if ratios:
             ratios.sort()
             print(f"\n{label} / forward: median {ratios[len(ratios) // 2]:.2f}, "
-                  f"{sum(r > 1.5 for r in ratios)} of {len(ratios)} rows above 1.5")
+                  f"{sum(r > 1.5 for r in ratios)} of {len(ratios)} rows above 1.5, {bound} of them "
+                  f"with floor bwd / floor fwd above 1.5 too")
 
     # Adaptive against the plain pool over the same bytes, bar <= 1.5.
     print()

@@ -610,6 +610,23 @@ void split_suite() {
         split_case(pooling<2>::create({1, C, 231, 75}, attrs_of<2>(2, 2, 0)), "2x2 s2 odd");
         split_case(pooling<2>::create({1, C, 1301, 13}, attrs_of<2>(2, 2, 0)), "2x2 s2 narrow");
     }
+    // The same-grid kernel's general path row by row: rows narrower than a vector (forward),
+    // and backward on planes up to same_split_backward_max (the planes above are larger,
+    // so their backward splits through backward_cf); include-pad and a divisor_override.
+    const auto split_case = [&](const avgpool::result<pooling<2>>& plan, const char* what) {
+        EXPECT_TRUE(rows_split(plan)) << what;
+        expect_split_matches_whole_planes<T, 2>(plan, what);
+    };
+    split_case(pooling<2>::create({1, 2, 1200, 7}, attrs_of<2>(5, 1, 2)), "5x5 s1, 7 wide");
+    split_case(pooling<2>::create({1, 2, 1700, 5}, attrs_of<2>(7, 1, 3)), "7x7 s1, 5 wide");
+    split_case(pooling<2>::create({1, 1, 128, 128}, attrs_of<2>(5, 1, 2)), "5x5 s1, one 128x128 plane");
+    split_case(pooling<2>::create({1, 2, 92, 92}, attrs_of<2>(7, 1, 3)), "7x7 s1, 92x92 planes");
+    avgpool::pool_attrs<2> inc = attrs_of<2>(5, 1, 2);
+    inc.divisor = avgpool::divisor_type::include_pad;
+    split_case(pooling<2>::create({1, 1, 128, 128}, inc), "5x5 s1 include-pad");
+    inc = attrs_of<2>(3, 1, 1);
+    inc.divisor_override = 7;
+    split_case(pooling<2>::create({1, 1, 151, 131}, inc), "3x3 s1 divisor_override 7");
     // Planes whose sums fit one segment (kernel width x plane <= 8192): 14 planes of 30x40.
     EXPECT_TRUE(rows_split(pooling<2>::create({1, 14, 30, 40}, attrs_of<2>(5, 1, 2))));
     expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, 14, 30, 40}, attrs_of<2>(5, 1, 2)), "5x5 s1 small planes");
@@ -628,6 +645,39 @@ void split_suite() {
     }
     const auto pair = pooling<2>::create({1, 1, 231, 75}, attrs_of<2>(2, 2, 0));
     EXPECT_TRUE((dt::pair_applicable<T, 2>(dt::plan_access::data(*pair))));
+}
+
+// 16-bit storage through the row ranges: the split (forward) gives each output as the float
+// result on the same values, rounded once, whatever the executor's pieces.
+template <class H>
+void split_16bit_case(const avgpool::result<avgpool::pooling<2>>& plan, const std::string& what) {
+    SCOPED_TRACE(what);
+    ASSERT_TRUE(plan);
+    EXPECT_TRUE(rows_split(plan));
+    const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), n = static_cast<std::size_t>(plan->output_size());
+    std::vector<float> xf = random_values<float>(n_in, 31);
+    std::vector<H> x(n_in);
+    for (std::size_t i = 0; i < n_in; ++i) {
+        x[i] = H(xf[i]);
+        xf[i] = static_cast<float>(x[i]);
+    }
+    std::vector<float> yf(n);
+    ASSERT_TRUE(plan->forward(xf.data(), yf.data()));
+    std::vector<H> seq(n), split(n, H(5.0f));
+    ASSERT_TRUE(plan->forward(x.data(), seq.data()));
+    ASSERT_TRUE(plan->forward(x.data(), split.data(), uneven_executor{}));
+    for (std::size_t o = 0; o < n; ++o) ASSERT_EQ(seq[o].bits(), H(yf[o]).bits()) << "output " << o;
+    EXPECT_EQ(0, std::memcmp(seq.data(), split.data(), n * sizeof(H))) << "uneven executor";
+}
+
+TEST(ExecutorPooling, RowSplitSixteenBit) {
+    using avgpool::pooling;
+    for (index_t C : {1, 3}) {
+        split_16bit_case<avgpool::bfloat16>(pooling<2>::create({1, C, 151, 131}, attrs_of<2>(3, 1, 1)), name("bf16 3x3 s1", C));
+        split_16bit_case<avgpool::float16>(pooling<2>::create({1, C, 127, 131}, attrs_of<2>(5, 1, 2)), name("f16 5x5 s1", C));
+        split_16bit_case<avgpool::bfloat16>(pooling<2>::create({1, C, 231, 75}, attrs_of<2>(2, 2, 0)), name("bf16 2x2 s2", C));
+    }
+    split_16bit_case<avgpool::float16>(pooling<2>::create({1, 2, 1200, 7}, attrs_of<2>(5, 1, 2)), "f16 5x5 s1, 7 wide");
 }
 
 TEST(ExecutorPooling, RowSplitMatchesWholePlanesFloat) { split_suite<float>(); }

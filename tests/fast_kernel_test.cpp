@@ -57,45 +57,12 @@ void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
     const index_t items = shape[0] * shape[1];
     for (auto op : {avgpool::detail::pool_op::average, avgpool::detail::pool_op::sum}) {
         std::vector<T> fast(n, T(1e30)), ref(n), ref_abs(n), ref_abs_sum(n);
-        if (kind == kernel_kind::rows) {
-            avgpool::detail::cf_kernel<T, R>(d, op).run(in.data(), fast.data(), 0, items);
-        } else if (kind == kernel_kind::flat) {
-            const avgpool::detail::flat_kernel<T, R> k(d, op);
-            k.run(in.data(), fast.data(), 0, items);
-            if constexpr (R >= 2) {
-                // Few planes are split into blocks of output rows (run_rows): the same bits
-                // for any cut, rows computed later first so that a spill past a block shows.
-                index_t Ho = 1;  // outer output rows per plane
-                for (std::size_t ax = 0; ax + 1 < R; ++ax) Ho *= plan->output_shape()[2 + ax];
-                std::vector<T> parts(n, T(1e30));
-                for (index_t item = 0; item < items; ++item) {
-                    const index_t cut = std::uniform_int_distribution<index_t>(0, Ho)(gen);
-                    k.run_rows(in.data(), parts.data(), item, cut, Ho);
-                    k.run_rows(in.data(), parts.data(), item, 0, cut);
-                }
-                ASSERT_EQ(0, std::memcmp(fast.data(), parts.data(), n * sizeof(T))) << "run_rows split";
-            }
-        } else if (kind == kernel_kind::same) {
-            const avgpool::detail::same_kernel<T, R> k(d, op);
-            k.run(in.data(), fast.data(), 0, items);
-            if (k.splits_rows()) {  // run_rows: as for the block kernel
-                const index_t Ho = plan->output_shape()[2];
-                std::vector<T> parts(n, T(1e30));
-                for (index_t item = 0; item < items; ++item) {
-                    const index_t cut = std::uniform_int_distribution<index_t>(0, Ho)(gen);
-                    k.run_rows(in.data(), parts.data(), item, cut, Ho);
-                    k.run_rows(in.data(), parts.data(), item, 0, cut);
-                }
-                ASSERT_EQ(0, std::memcmp(fast.data(), parts.data(), n * sizeof(T))) << "run_rows split";
-            }
-        } else {
-            // In two calls, the later planes first: a spill from the first half into the
-            // second (a race between threads) would overwrite finished outputs.
-            const avgpool::detail::pair_kernel<T, R> k(d, op);
-            k.run(in.data(), fast.data(), items / 2, items);
-            k.run(in.data(), fast.data(), 0, items / 2);
-            // run_rows: as for the block kernel.
-            const index_t Ho = plan->output_shape()[2];
+        // Few planes are split into blocks of outer output rows (run_rows): the same bits as
+        // run() for any cut, the rows after the cut computed first so that a spill past a
+        // block's end shows.
+        auto expect_split_rows = [&](const auto& k) {
+            index_t Ho = 1;  // outer output rows per plane
+            for (std::size_t ax = 0; ax + 1 < R; ++ax) Ho *= plan->output_shape()[2 + ax];
             std::vector<T> parts(n, T(1e30));
             for (index_t item = 0; item < items; ++item) {
                 const index_t cut = std::uniform_int_distribution<index_t>(0, Ho)(gen);
@@ -103,7 +70,26 @@ void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
                 k.run_rows(in.data(), parts.data(), item, 0, cut);
             }
             ASSERT_EQ(0, std::memcmp(fast.data(), parts.data(), n * sizeof(T))) << "run_rows split";
+        };
+        if (kind == kernel_kind::rows) {
+            avgpool::detail::cf_kernel<T, R>(d, op).run(in.data(), fast.data(), 0, items);
+        } else if (kind == kernel_kind::flat) {
+            const avgpool::detail::flat_kernel<T, R> k(d, op);
+            k.run(in.data(), fast.data(), 0, items);
+            if constexpr (R >= 2) expect_split_rows(k);
+        } else if (kind == kernel_kind::same) {
+            const avgpool::detail::same_kernel<T, R> k(d, op);
+            k.run(in.data(), fast.data(), 0, items);
+            if (k.splits_rows()) expect_split_rows(k);
+        } else {
+            // In two calls, the later planes first: a spill from the first half into the
+            // second (a race between threads) would overwrite finished outputs.
+            const avgpool::detail::pair_kernel<T, R> k(d, op);
+            k.run(in.data(), fast.data(), items / 2, items);
+            k.run(in.data(), fast.data(), 0, items / 2);
+            expect_split_rows(k);
         }
+        if (::testing::Test::HasFatalFailure()) return;
         avgpool::detail::reference_pool<T, R>(d, in.data(), ref.data(), op, 0, items);
         // Magnitude for the bound: the same window statistic of |x| (sum of |x| over the taps,
         // divided like the output), from the reference kernel.
