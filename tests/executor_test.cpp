@@ -554,13 +554,41 @@ void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>
         const std::vector<T> grad = random_values<T>(n, 77);
         const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
         std::vector<T> whole(n_in, T(4));
-        if (permute_backward<T, R>(d, grad.data(), whole.data(), planes)) {
+        const bool permuted = permute_backward<T, R>(d, grad.data(), whole.data(), planes);
+        if (permuted) {
         } else if (pair) {
             dt::pair_kernel<T, R>(d, dt::pool_op::average).run_backward(grad.data(), whole.data(), 0, planes);
         } else if (same) {
             dt::same_kernel<T, R>(d, dt::pool_op::sum, true).run_backward(grad.data(), whole.data(), 0, planes);
         } else {
             dt::backward_cf<T, R>(d).run(grad.data(), whole.data(), 0, planes);
+        }
+        if ((pair || same) && !permuted && R == 2) {
+            // Ownership: a call for input rows [r0, r1) of a plane writes those rows only (two
+            // threads' ranges never share an element), each as the whole plane's run gives it.
+            const index_t H = d.input_shape[2], W = plan->input_size() / (planes * H);
+            const index_t a = H / 3 + 1, b = std::max(a, 2 * H / 3);  // (odd starts for odd H)
+            std::vector<T> one(n_in);
+            for (index_t item = 0; item < planes; ++item) {
+                for (auto part : {std::make_pair(index_t(0), a), std::make_pair(a, b), std::make_pair(b, H)}) {
+                    if (part.first >= part.second) continue;
+                    std::fill(one.begin(), one.end(), T(-7));
+                    if (pair) {
+                        dt::pair_kernel<T, R>(d, dt::pool_op::average)
+                            .run_backward_rows(grad.data(), one.data(), item, part.first, part.second);
+                    } else {
+                        dt::same_kernel<T, R>(d, dt::pool_op::sum, true)
+                            .run_backward_rows(grad.data(), one.data(), item, part.first, part.second);
+                    }
+                    const index_t lo = (item * H + part.first) * W, hi = (item * H + part.second) * W;
+                    for (index_t i = 0; i < static_cast<index_t>(n_in); ++i) {
+                        const T want = i >= lo && i < hi ? whole[static_cast<std::size_t>(i)] : T(-7);
+                        ASSERT_EQ(0, std::memcmp(&one[static_cast<std::size_t>(i)], &want, sizeof(T)))
+                            << "backward rows [" << part.first << ", " << part.second << ") of plane " << item
+                            << ": input " << i;
+                    }
+                }
+            }
         }
         std::vector<T> split(n_in, T(3));
         ASSERT_TRUE(plan->backward(grad.data(), split.data(), pool));
