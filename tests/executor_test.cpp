@@ -602,6 +602,11 @@ void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>
 template <class T>
 void split_suite() {
     using avgpool::pooling;
+    // A plan the few-plane split takes, against the whole-plane kernels.
+    const auto split_case = [](const avgpool::result<pooling<2>>& plan, const std::string& what) {
+        EXPECT_TRUE(rows_split(plan)) << what;
+        expect_split_matches_whole_planes<T, 2>(plan, what);
+    };
     for (index_t C : {1, 3}) {
         expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, attrs_of<2>(3, 1, 1)), name("3x3 s1", C));
         expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, attrs_of<2>(2, 2, 0)), name("2x2 s2", C));
@@ -624,27 +629,19 @@ void split_suite() {
         expect_split_matches_whole_planes<T, 2>(pooling<2>::create({1, C, 128, 131}, big), name("override", C));
         // The same-grid and 2x2 kernels' row ranges, on planes of at least split_min_elements
         // (C = 1 splits too); these row counts put block starts on odd rows.
-        const auto split_case = [&](const avgpool::result<pooling<2>>& plan, const char* what) {
-            EXPECT_TRUE(rows_split(plan)) << what;
-            expect_split_matches_whole_planes<T, 2>(plan, name(what, C));
-        };
-        split_case(pooling<2>::create({1, C, 151, 131}, attrs_of<2>(3, 1, 1)), "3x3 s1 odd rows");
-        split_case(pooling<2>::create({1, C, 127, 131}, attrs_of<2>(5, 1, 2)), "5x5 s1");
-        split_case(pooling<2>::create({1, C, 251, 67}, attrs_of<2>(7, 1, 3)), "7x7 s1");
-        split_case(pooling<2>::create({1, C, 751, 23}, attrs_of<2>(5, 1, 2)), "5x5 s1 narrow");
+        split_case(pooling<2>::create({1, C, 151, 131}, attrs_of<2>(3, 1, 1)), name("3x3 s1 odd rows", C));
+        split_case(pooling<2>::create({1, C, 127, 131}, attrs_of<2>(5, 1, 2)), name("5x5 s1", C));
+        split_case(pooling<2>::create({1, C, 251, 67}, attrs_of<2>(7, 1, 3)), name("7x7 s1", C));
+        split_case(pooling<2>::create({1, C, 751, 23}, attrs_of<2>(5, 1, 2)), name("5x5 s1 narrow", C));
         avgpool::pool_attrs<2> k2 = attrs_of<2>(2, 1, 0);  // output = input: pads (0, 1)
         k2.pads_end = {1, 1};
-        split_case(pooling<2>::create({1, C, 151, 131}, k2), "2x2 s1");
-        split_case(pooling<2>::create({1, C, 231, 75}, attrs_of<2>(2, 2, 0)), "2x2 s2 odd");
-        split_case(pooling<2>::create({1, C, 1301, 13}, attrs_of<2>(2, 2, 0)), "2x2 s2 narrow");
+        split_case(pooling<2>::create({1, C, 151, 131}, k2), name("2x2 s1", C));
+        split_case(pooling<2>::create({1, C, 231, 75}, attrs_of<2>(2, 2, 0)), name("2x2 s2 odd", C));
+        split_case(pooling<2>::create({1, C, 1301, 13}, attrs_of<2>(2, 2, 0)), name("2x2 s2 narrow", C));
     }
     // The same-grid kernel's general path row by row: rows narrower than a vector (forward),
     // and backward on planes up to same_split_backward_max (the planes above are larger,
     // so their backward splits through backward_cf); include-pad and a divisor_override.
-    const auto split_case = [&](const avgpool::result<pooling<2>>& plan, const char* what) {
-        EXPECT_TRUE(rows_split(plan)) << what;
-        expect_split_matches_whole_planes<T, 2>(plan, what);
-    };
     split_case(pooling<2>::create({1, 2, 1200, 7}, attrs_of<2>(5, 1, 2)), "5x5 s1, 7 wide");
     split_case(pooling<2>::create({1, 2, 1700, 5}, attrs_of<2>(7, 1, 3)), "7x7 s1, 5 wide");
     split_case(pooling<2>::create({1, 1, 128, 128}, attrs_of<2>(5, 1, 2)), "5x5 s1, one 128x128 plane");
