@@ -248,47 +248,62 @@ public:
     /// Output rows item_begin .. item_end - 1 (item = n * rows_per_n + outer output index).
     void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
         // (R = 3: the second-axis stride; else the first axis's, and i1 is 0.)
-        const index_t WC = W_ * C_, outer = R == 3 ? p_.geometry.input[1] * WC : WC;
-        run_rows(out, item_begin, item_end, [in, WC, outer, this](index_t n, index_t i0, index_t i1) {
-            return in + n * in_n_ + i0 * outer + i1 * WC;
+        const index_t WC = W_ * C_, outer = R == 3 ? p_.geometry.input[1] * WC : WC, in_n = in_n_;
+        run_rows(out, item_begin, item_end, [in, WC, outer, in_n](index_t n, index_t i0, index_t i1) {
+            return in + n * in_n + i0 * outer + i1 * WC;
         });
     }
 
     /// As run(), with input row (image n, first-axis index i0, second-axis index i1 for R = 3;
     /// 0 where the rank has no such axis) at row_at(n, i0, i1): W * C values (R = 1: the whole
-    /// image). The rows of one output row are asked for together, in order; the pointers must
-    /// stay valid until the next output row's. Output row `item` goes to out + (item -
-    /// out_item0) * Wo * C.
+    /// image). For R = 3 the rows of one (n, i0) are W * C apart: row_at(n, i0, i1) is
+    /// row_at(n, i0, 0) + i1 * W * C, and only the first row of each i0 is asked for. The rows
+    /// of one output row are asked for together, in order; the pointers must stay valid until
+    /// the next output row's. Output row `item` goes to out + (item - out_item0) * Wo * C.
     template <class RowAt>
     void run_rows(M* out, index_t item_begin, index_t item_end, RowAt&& row_at, index_t out_item0 = 0) const {
         buffers b;  // not zeroed: every read is of an element written before (see zero_slack)
         const M* rows[cl_max_outer_rows];
+        // The geometry in locals, and the row's position counted rather than divided out: on
+        // rows of a few outputs (pool_ci_3d:non_cubic, C = 16, 4 outputs a row) the per-row
+        // set-up was a tenth of the time. (The stores to rows[] may alias what the plan's
+        // pointers reach, so fields read through p_ were loaded again for every row.)
         const pool_geometry<R>& g = p_.geometry;
-        for (index_t item = item_begin; item < item_end; ++item) {
-            const index_t n = item / rows_per_n_, r = item % rows_per_n_;
-            M* dst = out + (item - out_item0) * row_out_;
-            if (slices_ && p_.axis(0)[r].count > 0) {  // (rows_per_n == the first axis's outputs)
-                slices(b, row_at(n, 0, 0), dst, p_.axis(0)[r]);
-                continue;
-            }
-            if constexpr (R == 1) {
-                (void)r;
+        const index_t per_n = rows_per_n_, row_out = row_out_;
+        const index_t Ho = R == 3 ? g.output[1] : 1;
+        const index_t dil0 = g.dilations[0], step1 = (R == 3 ? g.dilations[1] : 1) * W_ * C_;
+        const window* const ax0 = p_.axis(0);
+        const window* const ax1 = R == 3 ? p_.axis(1) : ax0;
+        const bool by_slices = slices_;
+        // item = n * per_n + r, r = o0 * Ho + o1 (R = 3; else o0 = r and o1 = 0).
+        index_t n = item_begin / per_n, r = item_begin % per_n;
+        index_t o0 = r / Ho, o1 = r % Ho;
+        M* dst = out + (item_begin - out_item0) * row_out;
+        for (index_t item = item_begin; item < item_end; ++item, dst += row_out) {
+            if (by_slices && ax0[r].count > 0) {  // (rows_per_n == the first axis's outputs)
+                slices(b, row_at(n, 0, 0), dst, ax0[r]);
+            } else if constexpr (R == 1) {
                 rows[0] = row_at(n, 0, 0);
                 row(b, rows, 1, 1, 1.0, dst);
             } else if constexpr (R == 2) {
-                const window& wh = p_.axis(0)[r];
-                for (index_t j = 0; j < wh.count; ++j) rows[j] = row_at(n, wh.first + j * g.dilations[0], 0);
+                const window wh = ax0[o0];
+                for (index_t j = 0; j < wh.count; ++j) rows[j] = row_at(n, wh.first + j * dil0, 0);
                 row(b, rows, 1, wh.count, static_cast<double>(wh.divisor), dst);
             } else {
-                const index_t Ho = g.output[1];
-                const window& wd = p_.axis(0)[r / Ho];
-                const window& wh = p_.axis(1)[r % Ho];
-                for (index_t i = 0; i < wd.count; ++i)
-                    for (index_t j = 0; j < wh.count; ++j)
-                        rows[i * wh.count + j] =
-                            row_at(n, wd.first + i * g.dilations[0], wh.first + j * g.dilations[1]);
-                row(b, rows, wd.count, wh.count,
-                    static_cast<double>(wd.divisor) * static_cast<double>(wh.divisor), dst);
+                const window wd = ax0[o0], wh = ax1[o1];
+                index_t k = 0;
+                for (index_t i = 0; i < wd.count; ++i) {
+                    const M* const first = row_at(n, wd.first + i * dil0, wh.first);
+                    for (index_t j = 0; j < wh.count; ++j) rows[k++] = first + j * step1;
+                }
+                row(b, rows, wd.count, wh.count, static_cast<double>(wd.divisor) * static_cast<double>(wh.divisor), dst);
+            }
+            if (++r == per_n) {
+                r = o0 = o1 = 0;
+                ++n;
+            } else if (++o1 == Ho) {
+                o1 = 0;
+                ++o0;
             }
         }
     }
