@@ -723,6 +723,72 @@ TEST(ChannelsLast, FewChannelsStridedPixels) {
     few_channels_suite<3>(120, true);
 }
 
+#if AVGPOOL_PERM_KERNEL
+// The pixel backward's merged tables (shared loads, taps of different lanes in one permute)
+// give expand()'s bits, with zeros, NaNs and infinities among the gradients (a NaN's sign
+// aside): random strided few-channel geometries, both paths over every input row.
+template <std::size_t R>
+int merged_pixel_backward_cases(int cases) {
+    namespace dt = avgpool::detail;
+    int merged = 0;
+    for (int c = 0; c < cases; ++c) {
+        const std::uint64_t seed = 57000 * R + static_cast<std::uint64_t>(c);
+        std::mt19937_64 gen(seed);
+        auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+        avgpool::dims<R + 2> shape{};
+        shape[0] = 1;
+        shape[1] = pick(0, 2) == 0 ? pick(2, 8) : (pick(0, 1) == 0 ? 3 : 8);  // RGB and 8 often
+        avgpool::dims<R> spatial{};
+        for (std::size_t ax = 0; ax < R; ++ax) spatial[ax] = pick(1, R == 3 ? 8 : 40);
+        for (std::size_t ax = 0; ax < R; ++ax) shape[ax + 2] = spatial[ax];
+        auto a = random_attrs<R>(gen, spatial);
+        a.strides[R - 1] = pick(1, 3);
+        a.kernel[R - 1] = std::min<index_t>(pick(1, 5), spatial[R - 1]);
+        a.dilations[R - 1] = 1;
+        a.pads_begin[R - 1] = std::min(a.pads_begin[R - 1], a.kernel[R - 1] - 1);
+        a.pads_end[R - 1] = std::min(a.pads_end[R - 1], a.kernel[R - 1] - 1);
+        auto plan = avgpool::pooling<R>::create(shape, a, avgpool::layout::channels_last);
+        if (!plan) continue;
+        const auto& d = dt::plan_access::data(*plan);
+        if (d.px_b == nullptr) continue;
+        SCOPED_TRACE(describe<R>(shape, a, "seed " + std::to_string(seed)));
+        const dt::px_backward<R> fast(d), per_tap(d, false);
+        EXPECT_FALSE(per_tap.merged());
+        if (!fast.merged()) continue;
+        ++merged;
+        std::vector<float> g = random_input<float>(static_cast<std::size_t>(plan->output_size()), gen);
+        const float special[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                                 -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),
+                                 -std::numeric_limits<float>::quiet_NaN()};
+        for (float& x : g)
+            if (pick(0, 9) == 0) x = special[pick(0, 5)];
+        const std::size_t ni = static_cast<std::size_t>(plan->input_size());
+        std::vector<float> got(ni, 7.0f), want(ni, -7.0f);
+        fast.run(g.data(), got.data(), 0, fast.items());
+        per_tap.run(g.data(), want.data(), 0, per_tap.items());
+        for (std::size_t i = 0; i < ni; ++i) {
+            // Every bit, except that a NaN need only be NaN: where two NaNs meet, x86 keeps the
+            // first operand's, and the compiler may order an addition's operands either way.
+            std::uint32_t x, y;
+            std::memcpy(&x, &got[i], 4);
+            std::memcpy(&y, &want[i], 4);
+            if (x != y && !(std::isnan(got[i]) && std::isnan(want[i]))) {
+                ADD_FAILURE() << "input " << i << ": " << got[i] << " per-tap " << want[i];
+                return merged;
+            }
+        }
+    }
+    return merged;
+}
+
+TEST(ChannelsLast, PixelBackwardMergedTablesMatchPerTap) {
+    // (62, 63 and 44 of the draws take the merged tables.)
+    EXPECT_GT(merged_pixel_backward_cases<1>(150), 40);
+    EXPECT_GT(merged_pixel_backward_cases<2>(150), 40);
+    EXPECT_GT(merged_pixel_backward_cases<3>(100), 25);
+}
+#endif
+
 // The pixel kernel's results do not depend on the executor, and its empty windows give the
 // rule's value: NaN under nGraph's rule, 0 otherwise.
 TEST(ChannelsLast, PixelKernelExecutorsAndEmptyWindows) {

@@ -104,6 +104,9 @@ bool px_applicable(const plan_data<R>& p) noexcept {
 constexpr index_t px_bbuffer = 8192;
 // Longest last-axis kernel of the backward kernel (its tables: taps x phases lane lists).
 constexpr index_t px_bmax_taps = 64;
+// px_backward's merged tables: up to this many phases and taps (permutes) per phase.
+constexpr index_t px_merge_phases = 3;
+constexpr index_t px_merge_max = 5;
 
 /// One lane table of the backward kernel: for phase f and tap t, input vector lane l (value
 /// 16 f + l of a cycle) reads buffer value base + idx[l] (buffer values of the cycle's first
@@ -374,8 +377,8 @@ class px_backward {
     static_assert(std::is_same<compute_t<M>, float>::value, "px_backward: float or 16-bit storage");
 
 public:
-    /// Requires p.px_b.
-    explicit px_backward(const plan_data<R>& p) : p_(p), sh_(*p.px_b) {
+    /// Requires p.px_b. merge = false keeps expand()'s per-tap tables (tests compare the two).
+    explicit px_backward(const plan_data<R>& p, bool merge = true) : p_(p), sh_(*p.px_b) {
         const pool_geometry<R>& g = p.geometry;
         C_ = p.input_shape[1];
         W_ = g.input[R - 1];
@@ -385,7 +388,11 @@ public:
         for (std::size_t a = 0; a + 1 < R; ++a) in_rows_ *= g.input[a];
         out_rows_ = 1;
         for (std::size_t a = 0; a + 1 < R; ++a) out_rows_ *= g.output[a];
+        merged_ok_ = merge && (sh_.phases == 1 || sh_.phases == 3) && merge_taps();
     }
+
+    /// Whether rows run through the merged tables (expand_merged).
+    bool merged() const noexcept { return merged_ok_; }
 
     /// Input rows of the whole batch: the executor's work items.
     index_t items() const noexcept { return p_.input_shape[0] * in_rows_; }
@@ -431,6 +438,16 @@ public:
             }
             gather(gbuf, rows, factor, nr);
             M* const dst = grad_in + item * row_in;
+            if (merged_ok_) {
+                if (sh_.phases == 1) {
+                    expand_merged<1>(gbuf, dst);
+                    continue;
+                }
+                if (sh_.phases == 3) {
+                    expand_merged<3>(gbuf, dst);
+                    continue;
+                }
+            }
             switch (k_) {  // the common widths unrolled
                 case 1: expand<1>(gbuf, dst); break;
                 case 2: expand<2>(gbuf, dst); break;
@@ -496,10 +513,104 @@ private:
         }
     }
 
+    // Merged lane tables (see merge_taps): per phase, `count` permutes of the two vectors at
+    // `low` past the cycle's first output.
+    struct merged_phase {
+        index_t low = 0;
+        int count = 0;
+        alignas(64) std::int32_t idx[px_merge_max][16] = {};
+        std::uint16_t keep[px_merge_max] = {};
+    };
+
+    // expand()'s taps merged, where every tap of a phase reads within the same 32 values (from
+    // the phase's lowest base): the taps share that phase's two loads, each index moved by the
+    // tap's offset from that base, and taps that fill different lanes share one permute. Layer j
+    // takes each lane's (j+1)-th tap, so a lane still adds its taps in tap order, with zeros
+    // between (exact; the final + 0 makes every zero +0, as in expand()). shapes_3d_1 (8
+    // channels, a 4-wide last axis at stride 2) has 4 taps of 8 lanes each: 2 permutes, 2 loads.
+    // False (expand() runs) where some phase's taps do not fit.
+    bool merge_taps() noexcept {
+        const index_t P = sh_.phases, K = k_;
+        if (P < 1 || P > px_merge_phases || K < 1 || K > px_merge_max) return false;
+        for (index_t f = 0; f < P; ++f) {
+            merged_phase& m = merged_[f];
+            const px_btap* const taps = sh_.taps.data() + f * K;
+            m.low = taps[0].base;
+            for (index_t t = 1; t < K; ++t) m.low = std::min(m.low, taps[t].base);
+            int seen[16] = {};  // taps so far per lane
+            for (index_t t = 0; t < K; ++t) {
+                const index_t shift = taps[t].base - m.low;
+                int layer = -1;
+                for (int l = 0; l < 16; ++l) {
+                    if (((taps[t].keep >> l) & 1u) == 0) continue;
+                    if (taps[t].idx[l] + shift > 31 || (layer >= 0 && seen[l] != layer)) return false;
+                    layer = seen[l];
+                }
+                if (layer < 0) continue;  // (a tap that reaches no lane of this phase)
+                for (int l = 0; l < 16; ++l) {
+                    if (((taps[t].keep >> l) & 1u) == 0) continue;
+                    m.idx[layer][l] = static_cast<std::int32_t>(taps[t].idx[l] + shift);
+                    m.keep[layer] = static_cast<std::uint16_t>(m.keep[layer] | (1u << l));
+                    ++seen[l];
+                }
+                m.count = std::max(m.count, layer + 1);
+            }
+        }
+        return true;
+    }
+
+    // Step 2 through the merged tables, P phases (1 or 3) known at compile time: the tables
+    // in registers for the whole row. (expand() reads a tap's 64-byte index vector, mask and
+    // offset for every vector, and its loads, most split across cache lines, bounded it.)
+    template <int P>
+    void expand_merged(const float* gbuf, M* dst) const {
+        constexpr int X = static_cast<int>(px_merge_max);
+        const index_t n = W_ * C_, cyc = sh_.cycle_out;
+        __m512i idx[P][X];
+        __mmask16 keep[P][X];
+        index_t low[P];
+        int count[P];
+        for (int f = 0; f < P; ++f) {
+            low[f] = merged_[f].low;
+            count[f] = merged_[f].count;
+            for (int j = 0; j < X; ++j) {
+                idx[f][j] = _mm512_load_si512(merged_[f].idx[j]);
+                keep[f][j] = merged_[f].keep[j];
+            }
+        }
+        const __m512 zero = _mm512_setzero_ps();
+        auto vector_at = [&](int f, index_t out0) {
+            const float* b = gbuf + out0 + low[f];
+            const __m512 lo = _mm512_loadu_ps(b), hi = _mm512_loadu_ps(b + 16);
+            __m512 acc = zero;
+            for (int j = 0; j < X; ++j) {  // (X bounds it, so the loop unrolls)
+                if (j == count[f]) break;
+                const __m512 v = _mm512_maskz_permutex2var_ps(keep[f][j], lo, idx[f][j], hi);
+                acc = j == 0 ? v : _mm512_add_ps(acc, v);
+            }
+            return _mm512_add_ps(acc, zero);  // (+ 0: as expand())
+        };
+        index_t j0 = 0, out0 = 0;
+        for (; j0 + 16 * P <= n; j0 += 16 * P, out0 += cyc)
+            for (int f = 0; f < P; ++f) vstore(vec<float>{vector_at(f, out0)}, dst + j0 + 16 * f);
+        for (int f = 0; f < P; ++f) {  // the last, partial cycle
+            const index_t j = j0 + 16 * f;
+            if (j >= n) break;
+            const __m512 acc = vector_at(f, out0);
+            if (j + 16 <= n) {
+                vstore(vec<float>{acc}, dst + j);
+            } else {
+                masked_store(dst + j, static_cast<__mmask16>((1u << (n - j)) - 1u), acc);
+            }
+        }
+    }
+
     const plan_data<R>& p_;
     const px_bshape& sh_;
     index_t C_ = 0, W_ = 0, Wo_ = 0, k_ = 1;
     index_t in_rows_ = 1, out_rows_ = 1;
+    merged_phase merged_[px_merge_phases];
+    bool merged_ok_ = false;
 };
 #endif
 
