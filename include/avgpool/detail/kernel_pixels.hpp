@@ -438,14 +438,22 @@ public:
             }
             gather(gbuf, rows, factor, nr);
             M* const dst = grad_in + item * row_in;
-            if (merged_ok_) {
+            if (merged_ok_) {  // (at most one permute a tap: K bounds each phase's count)
                 if (sh_.phases == 1) {
-                    expand_merged<1>(gbuf, dst);
-                    continue;
-                }
-                if (sh_.phases == 3) {
-                    expand_merged<3>(gbuf, dst);
-                    continue;
+                    switch (k_) {
+                        case 1: expand_merged<1, 1>(gbuf, dst); continue;
+                        case 2: expand_merged<2, 1>(gbuf, dst); continue;
+                        case 3: expand_merged<3, 1>(gbuf, dst); continue;
+                        case 4: expand_merged<4, 1>(gbuf, dst); continue;
+                        case 5: expand_merged<5, 1>(gbuf, dst); continue;
+                        default: break;
+                    }
+                } else if (sh_.phases == 3) {
+                    switch (k_) {
+                        case 2: expand_merged<2, 3>(gbuf, dst); continue;
+                        case 3: expand_merged<3, 3>(gbuf, dst); continue;
+                        default: break;
+                    }
                 }
             }
             switch (k_) {  // the common widths unrolled
@@ -559,12 +567,13 @@ private:
         return true;
     }
 
-    // Step 2 through the merged tables, P phases (1 or 3) known at compile time: the tables
-    // in registers for the whole row. (expand() reads a tap's 64-byte index vector, mask and
-    // offset for every vector, and its loads, most split across cache lines, bounded it.)
-    template <int P>
+    // Step 2 through the merged tables, K taps and P phases known at compile time: the P * K
+    // tables (at most) in registers for the whole row. (expand() reads a tap's 64-byte index
+    // vector, mask and offset for every vector, and its loads, most split across cache
+    // lines, bounded it.)
+    template <int K, int P>
     void expand_merged(const float* gbuf, M* dst) const {
-        constexpr int X = static_cast<int>(px_merge_max);
+        constexpr int X = K;  // merge_taps makes at most one permute a tap
         const index_t n = W_ * C_, cyc = sh_.cycle_out;
         __m512i idx[P][X];
         __mmask16 keep[P][X];
@@ -583,7 +592,7 @@ private:
             const float* b = gbuf + out0 + low[f];
             const __m512 lo = _mm512_loadu_ps(b), hi = _mm512_loadu_ps(b + 16);
             __m512 acc = zero;
-            for (int j = 0; j < X; ++j) {  // (X bounds it, so the loop unrolls)
+            for (int j = 0; j < X; ++j) {  // (a constant bound: the loop unrolls)
                 if (j == count[f]) break;
                 const __m512 v = _mm512_maskz_permutex2var_ps(keep[f][j], lo, idx[f][j], hi);
                 acc = j == 0 ? v : _mm512_add_ps(acc, v);
