@@ -285,6 +285,16 @@ private:
         return acc;
     }
 
+    // vsum() of whole vectors of N0 x N1 rows from x0 on, into out: returns the values done.
+    template <int N0, int N1>
+    static index_t vsum_fixed(const M* const* rows, index_t x0, index_t m, float* out) noexcept {
+        const M* r[N0 * N1];
+        for (int j = 0; j < N0 * N1; ++j) r[j] = rows[j] + x0;
+        index_t i = 0;
+        for (; i + 16 <= m; i += 16) _mm512_storeu_ps(out + i, fixed_nested_vsum<float, N0, N1>(r, i).v);
+        return i;
+    }
+
     void row(float* buf, const M* const* rows, index_t n0, index_t n1, double outer, M* dst) const {
         const index_t over = p_.divisor_override;
         if (average_ && over == 0 && outer == 0.0) {
@@ -322,6 +332,16 @@ private:
                 for (index_t i = 0; i < m; ++i) buf[in_lo + i] = 0.0f;  // include-pad rows wholly in padding
             } else {
                 index_t i = 0;
+                // The common row counts with the row pointers in registers (vsum() reads them
+                // from the list for every vector, in a loop): the same sums in the same order.
+                if (n0 == 1 && n1 <= 3) {
+                    if (n1 == 1) i = vsum_fixed<1, 1>(rows, xa * C, m, buf + in_lo);
+                    else if (n1 == 2) i = vsum_fixed<1, 2>(rows, xa * C, m, buf + in_lo);
+                    else i = vsum_fixed<1, 3>(rows, xa * C, m, buf + in_lo);
+                } else if (n0 == n1 && n0 <= 3) {  // (R = 3: the cubic 2x2x2 and 3x3x3 pools)
+                    if (n0 == 2) i = vsum_fixed<2, 2>(rows, xa * C, m, buf + in_lo);
+                    else i = vsum_fixed<3, 3>(rows, xa * C, m, buf + in_lo);
+                }
                 for (; i + 16 <= m; i += 16) _mm512_storeu_ps(buf + in_lo + i, vsum(rows, n0, n1, xa * C + i, all16));
                 if (i < m) {
                     const __mmask16 tail = static_cast<__mmask16>((1u << (m - i)) - 1u);
