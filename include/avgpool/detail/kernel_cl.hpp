@@ -292,7 +292,7 @@ public:
             } else {
                 const window wd = ax0[o0], wh = ax1[o1];
                 index_t k = 0;
-                for (index_t i = 0; i < wd.count; ++i) {
+                for (index_t i = 0; i < (wh.count > 0 ? wd.count : 0); ++i) {  // (no rows: ask for none)
                     const M* const first = row_at(n, wd.first + i * dil0, wh.first);
                     for (index_t j = 0; j < wh.count; ++j) rows[k++] = first + j * step1;
                 }

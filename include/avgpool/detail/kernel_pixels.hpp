@@ -408,7 +408,9 @@ public:
         for (std::size_t a = 0; a + 1 < R; ++a) in_rows_ *= g.input[a];
         out_rows_ = 1;
         for (std::size_t a = 0; a + 1 < R; ++a) out_rows_ *= g.output[a];
-        merged_ok_ = merge && (sh_.phases == 1 || sh_.phases == 3) && merge_taps();
+        // (The widths run() has expand_merged for.)
+        const bool widths = (sh_.phases == 1 && k_ <= 5) || (sh_.phases == 3 && (k_ == 2 || k_ == 3));
+        merged_ok_ = merge && widths && merge_taps();
     }
 
     /// Whether rows run through the merged tables (expand_merged).
@@ -563,8 +565,14 @@ private:
         for (index_t f = 0; f < P; ++f) {
             merged_phase& m = merged_[f];
             const px_btap* const taps = sh_.taps.data() + f * K;
-            m.low = taps[0].base;
-            for (index_t t = 1; t < K; ++t) m.low = std::min(m.low, taps[t].base);
+            // (The lowest base of the taps that reach a lane: the others are never read.)
+            bool any = false;
+            for (index_t t = 0; t < K; ++t) {
+                if (taps[t].keep == 0) continue;
+                m.low = any ? std::min(m.low, taps[t].base) : taps[t].base;
+                any = true;
+            }
+            if (!any) m.low = taps[0].base;
             int seen[16] = {};  // taps so far per lane
             for (index_t t = 0; t < K; ++t) {
                 const index_t shift = taps[t].base - m.low;
