@@ -408,9 +408,7 @@ public:
         for (std::size_t a = 0; a + 1 < R; ++a) in_rows_ *= g.input[a];
         out_rows_ = 1;
         for (std::size_t a = 0; a + 1 < R; ++a) out_rows_ *= g.output[a];
-        // (The widths run() has expand_merged for.)
-        const bool widths = (sh_.phases == 1 && k_ <= 5) || (sh_.phases == 3 && (k_ == 2 || k_ == 3));
-        merged_ok_ = merge && widths && merge_taps();
+        expand_ = pick_expand(merge);
     }
 
     /// Whether rows run through the merged tables (expand_merged).
@@ -460,32 +458,7 @@ public:
             }
             gather(gbuf, rows, factor, nr);
             M* const dst = grad_in + item * row_in;
-            if (merged_ok_) {  // (at most one permute a tap: K bounds each phase's count)
-                if (sh_.phases == 1) {
-                    switch (k_) {
-                        case 1: expand_merged<1, 1>(gbuf, dst); continue;
-                        case 2: expand_merged<2, 1>(gbuf, dst); continue;
-                        case 3: expand_merged<3, 1>(gbuf, dst); continue;
-                        case 4: expand_merged<4, 1>(gbuf, dst); continue;
-                        case 5: expand_merged<5, 1>(gbuf, dst); continue;
-                        default: break;
-                    }
-                } else if (sh_.phases == 3) {
-                    switch (k_) {
-                        case 2: expand_merged<2, 3>(gbuf, dst); continue;
-                        case 3: expand_merged<3, 3>(gbuf, dst); continue;
-                        default: break;
-                    }
-                }
-            }
-            switch (k_) {  // the common widths unrolled
-                case 1: expand<1>(gbuf, dst); break;
-                case 2: expand<2>(gbuf, dst); break;
-                case 3: expand<3>(gbuf, dst); break;
-                case 4: expand<4>(gbuf, dst); break;
-                case 5: expand<5>(gbuf, dst); break;
-                default: expand<0>(gbuf, dst); break;
-            }
+            (this->*expand_)(gbuf, dst);
         }
     }
 
@@ -540,6 +513,41 @@ private:
                     masked_store(dst + j, static_cast<__mmask16>((1u << (n - j)) - 1u), acc);
                 }
             }
+        }
+    }
+
+    using expand_fn = void (px_backward::*)(const float*, M*) const;
+
+    // Step 2's form for this plan: expand_merged where it has an instance for the phases and
+    // width (at most one permute a tap, so K bounds each phase's count) and merge_taps()
+    // succeeds, else expand() with the common widths unrolled.
+    expand_fn pick_expand(bool merge) noexcept {
+        expand_fn m = nullptr;
+        if (sh_.phases == 1) {
+            switch (k_) {
+                case 1: m = &px_backward::expand_merged<1, 1>; break;
+                case 2: m = &px_backward::expand_merged<2, 1>; break;
+                case 3: m = &px_backward::expand_merged<3, 1>; break;
+                case 4: m = &px_backward::expand_merged<4, 1>; break;
+                case 5: m = &px_backward::expand_merged<5, 1>; break;
+                default: break;
+            }
+        } else if (sh_.phases == 3) {
+            switch (k_) {
+                case 2: m = &px_backward::expand_merged<2, 3>; break;
+                case 3: m = &px_backward::expand_merged<3, 3>; break;
+                default: break;
+            }
+        }
+        merged_ok_ = merge && m != nullptr && merge_taps();
+        if (merged_ok_) return m;
+        switch (k_) {
+            case 1: return &px_backward::expand<1>;
+            case 2: return &px_backward::expand<2>;
+            case 3: return &px_backward::expand<3>;
+            case 4: return &px_backward::expand<4>;
+            case 5: return &px_backward::expand<5>;
+            default: return &px_backward::expand<0>;
         }
     }
 
@@ -601,16 +609,15 @@ private:
     // lines, bounded it.)
     template <int K, int P>
     void expand_merged(const float* gbuf, M* dst) const {
-        constexpr int X = K;  // merge_taps makes at most one permute a tap
         const index_t n = W_ * C_, cyc = sh_.cycle_out;
-        __m512i idx[P][X];
-        __mmask16 keep[P][X];
+        __m512i idx[P][K];
+        __mmask16 keep[P][K];
         index_t low[P];
         int count[P];
         for (int f = 0; f < P; ++f) {
             low[f] = merged_[f].low;
             count[f] = merged_[f].count;
-            for (int j = 0; j < X; ++j) {
+            for (int j = 0; j < K; ++j) {
                 idx[f][j] = _mm512_load_si512(merged_[f].idx[j]);
                 keep[f][j] = merged_[f].keep[j];
             }
@@ -620,7 +627,7 @@ private:
             const float* b = gbuf + out0 + low[f];
             const __m512 lo = _mm512_loadu_ps(b), hi = _mm512_loadu_ps(b + 16);
             __m512 acc = zero;
-            for (int j = 0; j < X; ++j) {  // (a constant bound: the loop unrolls)
+            for (int j = 0; j < K; ++j) {  // (a constant bound: the loop unrolls)
                 if (j == count[f]) break;
                 const __m512 v = _mm512_maskz_permutex2var_ps(keep[f][j], lo, idx[f][j], hi);
                 acc = j == 0 ? v : _mm512_add_ps(acc, v);
@@ -648,6 +655,7 @@ private:
     index_t in_rows_ = 1, out_rows_ = 1;
     merged_phase merged_[px_merge_phases];
     bool merged_ok_ = false;
+    expand_fn expand_ = nullptr;
 };
 #endif
 
