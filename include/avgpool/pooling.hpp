@@ -77,9 +77,10 @@ constexpr bool checked_volume(const dims<N>& d, index_t& v) noexcept {
 }  // namespace detail
 
 /// A validated pooling plan: attributes checked and resolved once, window tables built once;
-/// then forward / sum / divisor run any number of times, on any element type (some kernels
-/// allocate a small scratch buffer per call). Copyable; const methods are safe to call from
-/// several threads at once.
+/// then forward / sum / divisor / backward run any number of times, on any element type,
+/// allocating nothing once the calling thread has run the plan before (kernels' scratch comes
+/// from a small per-thread cache; see README, Memory). Copyable; const methods are safe to
+/// call from several threads at once.
 ///
 ///     avgpool::pool_attrs<2> a;
 ///     a.kernel = {3, 3};

@@ -1164,7 +1164,9 @@ public:
         const index_t tmp = std::is_same<T, M>::value ? 0 : row_in;
         const bool direct = std::is_same<T, M>::value && one_ > 0;  // the sum reads the gradients
         const line_buffer<T> ring(static_cast<std::size_t>((direct ? 0 : slots_ * slab_) + tmp));
-        std::vector<index_t> held(static_cast<std::size_t>(slots_), -1);  // slab n * first_ + i0 in each slot
+        const line_buffer<index_t> held_buf(static_cast<std::size_t>(slots_));  // slab n * first_ + i0 in each slot
+        index_t* const held = held_buf.get();
+        std::fill(held, held + slots_, index_t(-1));
         T* const base = ring.get();
         auto row_at = [&](index_t n, index_t i0, index_t i1) -> const T* {
             if constexpr (std::is_same<T, M>::value) {
@@ -1374,18 +1376,20 @@ public:
             out_rows_ = out_n_ / row_;
             // Each output row's home: the first input row that it alone taps (used with storage
             // T only, where the sums can read it back).
-            home_.assign(static_cast<std::size_t>(out_rows_), -1);
+            home_ = line_buffer<index_t>(static_cast<std::size_t>(out_rows_));
+            index_t* const home = home_.get();
+            std::fill(home, home + out_rows_, index_t(-1));
             for (index_t r = rows_per_n_; r-- > 0;)
-                if (rtab_[r].n == 1) home_[static_cast<std::size_t>(taps_[rtab_[r].first].q)] = r;
+                if (rtab_[r].n == 1) home[taps_[rtab_[r].first].q] = r;
             index_t homes = 0;
-            for (const index_t h : home_) homes += h >= 0 ? 1 : 0;
+            for (index_t o = 0; o < out_rows_; ++o) homes += home[o] >= 0 ? 1 : 0;
             // Longer rows: only with homes for most rows, where windows overlap (see
             // bw_cl_expand_bytes). Decided the same whatever the storage: 16-bit
             // results are float's rounded once, so they must sum in the same order.
             if (W_ * C_ * static_cast<index_t>(sizeof(T)) > bw_cl_expand_bytes && (direct_ || 2 * homes < out_rows_)) {
                 expand_ = false;
                 ering_ = 0;
-                home_.clear();
+                home_ = line_buffer<index_t>();
             } else {
                 slots_ = 0;
                 sums_ = true;
@@ -1533,7 +1537,7 @@ private:
                     // it: the expansion goes straight there.
                     T* home = nullptr;
                     if constexpr (std::is_same<M, T>::value) {
-                        const index_t h = home_.empty() ? -1 : home_[static_cast<std::size_t>(tap.q)];
+                        const index_t h = home_.get() == nullptr ? -1 : home_.get()[tap.q];
                         if (h >= 0 && n * rows_per_n_ + h >= item_begin && n * rows_per_n_ + h < item_end)
                             home = grad_in + (n * rows_per_n_ + h) * n_row;
                     }
@@ -1701,7 +1705,7 @@ private:
         };
         const index_t *emit = nullptr, *taps = nullptr;
         if constexpr (Walk) {
-            emit = walk_heap_ ? walk_heap_.get() : walk_small_;
+            emit = walk_heap_.get() != nullptr ? walk_heap_.get() : walk_small_;
             taps = emit + Wo;
         }
         for (index_t o = 0, x = 0; o < Wo; ++o) {
@@ -1730,7 +1734,7 @@ private:
         if (items() <= 1) return;
         index_t* emit = walk_small_;  // short rows: no allocation (1-D calls of 0.3 us)
         if (Wo_ + W_ > walk_small) {
-            walk_heap_.reset(new index_t[static_cast<std::size_t>(Wo_ + W_)]);
+            walk_heap_ = line_buffer<index_t>(static_cast<std::size_t>(Wo_ + W_));
             emit = walk_heap_.get();
         }
         walk_ = true;
@@ -1814,7 +1818,7 @@ private:
             const std::size_t need = static_cast<std::size_t>(k.arena_);
             T* at = local_;
             if (need > local_values) {
-                heap_.reset(new T[need]);
+                heap_ = line_buffer<T>(need);
                 at = heap_.get();
             }
             buf_ = at;
@@ -1910,7 +1914,7 @@ private:
         static constexpr std::size_t local_values = 4096 / sizeof(T);
         const backward_cl& k_;
         alignas(64) T local_[local_values];
-        std::unique_ptr<T[]> heap_;
+        line_buffer<T> heap_;
         T *buf_ = nullptr, *sum_ = nullptr, *block_ = nullptr, *tables_ = nullptr, *scratch_ = nullptr;
         T* ring_ = nullptr;
         index_t ring_key_[bw_cl_expand_slots];  // n * output rows + q of each ring row, or -1
@@ -2152,7 +2156,7 @@ private:
     const bw_tap* taps_ = nullptr;
     const bw_row* rtab_ = nullptr;
     index_t ering_ = 0, epitch_ = 0, out_rows_ = 1;
-    std::vector<index_t> home_;  // per output row of an image, its home input row, or -1
+    line_buffer<index_t> home_;  // per output row of an image, its home input row, or -1 (none: null)
     bool ranges_ = true;  // every column's tapping columns are consecutive
     T override_ = T(0);
     // Output columns tapping each input column x: col_[col_at_[x] .. col_at_[x + 1]) (the plan's).
@@ -2163,7 +2167,7 @@ private:
     static constexpr index_t walk_small = 256;
     bool walk_ = false;
     index_t walk_small_[walk_small];
-    std::unique_ptr<index_t[]> walk_heap_;
+    line_buffer<index_t> walk_heap_;
 };
 
 }  // namespace detail

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <new>
 #include <type_traits>
 #include <utility>
 
@@ -390,23 +391,134 @@ inline void interleave2(const vec<T>& even, const vec<T>& odd, vec<T>& lo, vec<T
     interleave2_portable(even, odd, lo, hi);
 }
 
-/// A heap array of n T (uninitialized unless zero) starting on a 64-byte line: kernels' per-call
-/// scratch, whose vector loads and stores then split no lines wherever the allocator put it
-/// (the permute backward's scaled planes: 13.1 us aligned against 16.1-17.5 us at the other
-/// 16-byte offsets, 32x16^3 3x3x3 stride 2 on AVX-512).
+/// Scratch blocks kept per thread between calls: line_buffer takes the smallest cached block
+/// that is large enough and gives it back, so that once a thread has run a plan the runs after
+/// it allocate nothing (the API's allocation-free runs; the cache may allocate while it warms
+/// up or grows). At most `slots` blocks are kept, none over keep_max bytes; the thread's exit
+/// frees them.
+class scratch_cache {
+public:
+    static constexpr int slots = 4;
+    static constexpr std::size_t keep_max = std::size_t(64) << 20;
+
+    explicit scratch_cache(int& state) noexcept : state_(state) { state_ = 1; }
+    ~scratch_cache() {
+        for (block& b : block_)
+            if (b.p != nullptr) ::operator delete(b.p);
+        state_ = 2;
+    }
+    scratch_cache(const scratch_cache&) = delete;
+    scratch_cache& operator=(const scratch_cache&) = delete;
+
+    // A block of at least `bytes` bytes; its size goes to cap.
+    void* take(std::size_t bytes, std::size_t& cap) {
+        int best = -1;
+        for (int i = 0; i < slots; ++i)
+            if (block_[i].p != nullptr && block_[i].cap >= bytes && (best < 0 || block_[i].cap < block_[best].cap)) best = i;
+        if (best < 0) {
+            cap = bytes;
+            return ::operator new(bytes);
+        }
+        void* const p = block_[best].p;
+        cap = block_[best].cap;
+        block_[best] = block{};
+        return p;
+    }
+
+    // Keeps p in an empty slot, else in place of the smallest smaller block; else frees it.
+    void give(void* p, std::size_t cap) noexcept {
+        int at = -1;
+        if (cap <= keep_max) {
+            for (int i = 0; i < slots && at < 0; ++i)
+                if (block_[i].p == nullptr) at = i;
+            for (int i = 0; i < slots && at < 0; ++i)
+                if (block_[i].cap < cap) at = i;
+            for (int i = 0; i < slots; ++i)
+                if (at >= 0 && block_[at].p != nullptr && block_[i].cap < block_[at].cap) at = i;
+        }
+        if (at < 0) {
+            ::operator delete(p);
+            return;
+        }
+        if (block_[at].p != nullptr) ::operator delete(block_[at].p);
+        block_[at] = block{p, cap};
+    }
+
+private:
+    struct block {
+        void* p = nullptr;
+        std::size_t cap = 0;
+    };
+    block block_[slots];
+    int& state_;
+};
+
+/// This thread's scratch_cache, or null once it has been destroyed (the thread is exiting).
+inline scratch_cache* thread_scratch() noexcept {
+    // 0: not made yet, 1: alive, 2: destroyed. A plain int, readable after the cache's end.
+    thread_local int state = 0;
+    if (state == 2) return nullptr;
+    thread_local scratch_cache cache(state);
+    return &cache;
+}
+
+/// An array of n T (uninitialized unless zero) starting on a 64-byte line: kernels' per-call
+/// scratch, whose vector loads and stores then split no lines wherever the block lies (the
+/// permute backward's scaled planes: 13.1 us aligned against 16.1-17.5 us at the other 16-byte
+/// offsets, 32x16^3 3x3x3 stride 2 on AVX-512). Its block comes from the thread's
+/// scratch_cache and goes back to the cache of the thread that destroys it.
 template <class T>
 class line_buffer {
+    static_assert(std::is_trivially_copyable<T>::value && std::is_trivially_destructible<T>::value,
+                  "line_buffer holds raw values");
+
 public:
-    explicit line_buffer(std::size_t n, bool zero = false) : own_(new T[n + line]) {
-        const std::size_t skew = reinterpret_cast<std::uintptr_t>(own_.get()) / sizeof(T) % line;
-        data_ = own_.get() + (skew == 0 ? 0 : line - skew);
+    line_buffer() noexcept = default;  // no array: get() is null
+    explicit line_buffer(std::size_t n, bool zero = false) {
+        const std::size_t bytes = (n + line) * sizeof(T);
+        scratch_cache* const cache = thread_scratch();
+        if (cache != nullptr) {
+            raw_ = cache->take(bytes, cap_);
+        } else {
+            raw_ = ::operator new(bytes);
+            cap_ = bytes;
+        }
+        // (new's blocks are aligned for T at least.)
+        const std::size_t skew = reinterpret_cast<std::uintptr_t>(raw_) / sizeof(T) % line;
+        data_ = static_cast<T*>(raw_) + (skew == 0 ? 0 : line - skew);
         if (zero) std::fill(data_, data_ + n, T(0));
     }
+    line_buffer(line_buffer&& o) noexcept : raw_(o.raw_), cap_(o.cap_), data_(o.data_) { o.raw_ = nullptr; o.data_ = nullptr; }
+    line_buffer& operator=(line_buffer&& o) noexcept {
+        if (this != &o) {
+            release();
+            raw_ = o.raw_;
+            cap_ = o.cap_;
+            data_ = o.data_;
+            o.raw_ = nullptr;
+            o.data_ = nullptr;
+        }
+        return *this;
+    }
+    line_buffer(const line_buffer&) = delete;
+    line_buffer& operator=(const line_buffer&) = delete;
+    ~line_buffer() { release(); }
+
     T* get() const noexcept { return data_; }
 
 private:
     static constexpr std::size_t line = 64 / sizeof(T) > 0 ? 64 / sizeof(T) : 1;
-    std::unique_ptr<T[]> own_;
+    void release() noexcept {
+        if (raw_ == nullptr) return;
+        if (scratch_cache* const cache = thread_scratch()) {
+            cache->give(raw_, cap_);
+        } else {
+            ::operator delete(raw_);
+        }
+        raw_ = nullptr;
+    }
+    void* raw_ = nullptr;
+    std::size_t cap_ = 0;
     T* data_ = nullptr;
 };
 
