@@ -169,6 +169,11 @@ TEST(Adaptive, Errors) {
     EXPECT_EQ(p.error().message(), "output_spatial[1] = 0: must be >= 1");
     p = avgpool::pooling<2>::create_adaptive({1, 0, 60, 60}, {6, 6});
     EXPECT_EQ(p.error().message(), "input_shape[1] = 0: channels C must be >= 1");
+    // Extents past a plan's per-axis tables: errors, not failed allocations of the tables.
+    p = avgpool::pooling<2>::create_adaptive({1, 1, 60, avgpool::index_t(1) << 62}, {6, 3});
+    EXPECT_EQ(p.error().message(), "input_shape[3] = 4611686018427387904: must be <= 4294967296 (a plan's per-axis tables)");
+    p = avgpool::pooling<2>::create_adaptive({1, 1, 60, 60}, {avgpool::index_t(1) << 40, 3});
+    EXPECT_EQ(p.error().message(), "output_shape[2] = 1099511627776: must be <= 4294967296 (a plan's per-axis tables)");
     std::vector<float> x(3600, 1.0f), y(36, -1.0f);
 #if AVGPOOL_HAS_EXCEPTIONS
     EXPECT_THROW((avgpool::adaptive_avg_pool<float, 2>(x.data(), {1, 1, 60, 60}, {6, -1}, y.data())), avgpool::error);

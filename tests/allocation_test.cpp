@@ -126,7 +126,8 @@ void fixed_cases() {
     };
     // Shapes whose runs used scratch from the heap before (the same-grid kernel's sums and
     // scaled planes, the permute backward's scaled gradients, the 16-bit staging planes, the
-    // channels-last backward's rings and walks), and a few of each layout besides.
+    // channels-last backward's rings, walks and row homes, channels-first backward's row
+    // tables past the plan's bound), and a few of each layout besides.
     for (layout lay : {layout::channels_first, layout::channels_last}) {
         const std::string l = lay == layout::channels_first ? "channels-first " : "channels-last ";
         expect_runs_allocate_nothing<T, 2>(*pooling<2>::create({1, 64, 56, 56}, attrs2(5, 1, 2), lay), l + "5x5 s1 64x56x56");
@@ -138,6 +139,9 @@ void fixed_cases() {
         expect_runs_allocate_nothing<T, 2>(*pooling<2>::create({1, 8, 40, 700}, attrs2(2, 2, 0), lay), l + "2x2 s2 8x40x700");
         expect_runs_allocate_nothing<T, 3>(*pooling<3>::create({1, 16, 32, 16, 8}, attrs3(3, 2, 0), lay), l + "3x3x3 s2");
         expect_runs_allocate_nothing<T, 3>(*pooling<3>::create({1, 16, 16, 16, 16}, attrs3(3, 1, 1), lay), l + "3x3x3 s1");
+        // More outer input rows than the plan keeps backward row tables for: built per call.
+        expect_runs_allocate_nothing<T, 3>(*pooling<3>::create({1, 1, 200, 400, 8}, attrs3(3, 1, 1), lay),
+                                           l + "3x3x3 s1, 80000 outer rows");
         expect_runs_allocate_nothing<T, 2>(*pooling<2>::create_adaptive({1, 32, 60, 60}, {6, 6}, lay), l + "adaptive 6x6");
         expect_runs_allocate_nothing<T, 2>(*pooling<2>::create({1, 96, 7, 7}, attrs2(7, 1, 0), lay), l + "global 7x7");
     }

@@ -66,6 +66,11 @@ std::vector<bad_case> bad_cases() {
         "pads_end[1] = 4611686018427387904: input extent 8 + pads_begin 4611686018427387904 + pads_end overflows int64");
     add("element count overflow", {big, big, 8, 8}, [](auto&) {}, errc::overflow, "input_shape", -1,
         "input_shape: element count N * C * spatial overflows int64");
+    // Extents that fit int64 but not a plan's per-axis tables: an error, not a failed allocation.
+    add("input extent past the plan's tables", {1, 1, 8, big}, [big](auto& a) { a.strides[1] = big; }, errc::invalid_value,
+        "input_shape", 3, "input_shape[3] = 4611686018427387904: must be <= 4294967296 (a plan's per-axis tables)");
+    add("output extent past the plan's tables", {1, 1, 8, 1}, [](auto& a) { a.kernel[1] = 1; a.pads_end[1] = index_t(1) << 44; },
+        errc::invalid_value, "output_shape", 3, "output_shape[3] = 8796093022209: must be <= 4294967296 (a plan's per-axis tables)");
     add("kernel volume overflow", {1, 1, big, big}, [big](auto& a) { a.kernel = {big, big}; a.pads_begin = a.pads_end = {0, 0}; },
         errc::overflow, "kernel", 1, "kernel[1] = 4611686018427387904: kernel volume overflows int64");
     add("bad pad_type", s, [](auto& a) { a.auto_pad = static_cast<avgpool::pad_type>(7); }, errc::invalid_enum, "auto_pad", -1,

@@ -132,6 +132,10 @@ class pooling {
     friend struct detail::plan_access;
 
 public:
+    /// The largest extent, input or output, of a spatial axis a plan takes (2^32): a plan keeps
+    /// tables per position of each axis, which past this would not fit a machine's memory.
+    static constexpr index_t max_plan_extent = index_t(1) << 32;
+
     /// Validates and resolves. input_shape is always the logical {N, C, spatial...}, whatever
     /// the memory layout. Every error names the attribute, the axis and the value.
     static result<pooling> create(const dims<R + 2>& input_shape, const pool_attrs<R>& attrs,
@@ -376,6 +380,18 @@ private:
     }
 
     static error_info check_volumes(const detail::plan_data<R>& d) noexcept {
+        // A plan keeps tables per input and per output position of each axis (windows, the
+        // outputs covering each input, divisors): extents past max_plan_extent would ask
+        // for more than any machine holds, and allocating them would throw or abort.
+        for (std::size_t a = 0; a < R; ++a) {
+            if (d.input_shape[a + 2] > max_plan_extent)
+                return detail::make_error(errc::invalid_value, "input_shape", static_cast<int>(a + 2), d.input_shape[a + 2],
+                                          "must be <= {0} (a plan's per-axis tables)", max_plan_extent);
+            if (d.output_shape[a + 2] > max_plan_extent)
+                return detail::make_error(errc::invalid_value, "output_shape", static_cast<int>(a + 2),
+                                          d.output_shape[a + 2], "must be <= {0} (a plan's per-axis tables)",
+                                          max_plan_extent);
+        }
         index_t volume = 0;
         if (!detail::checked_volume(d.input_shape, volume))
             return detail::make_error_novalue(errc::overflow, "input_shape", -1,

@@ -159,12 +159,20 @@ bool same_taps_as_previous(const plan_data<R>& p, std::size_t a, index_t x) noex
 
 /// backward_cf's row tables: for each outer input row, the outer output rows that tap it
 /// (first-axis outputs outer, as the cover tables order them) and an earlier row with the same
-/// ones.
-template <std::size_t R>
-void build_backward_rows(const plan_data<R>& p, std::vector<bw_tap>& taps, std::vector<bw_row>& rows) {
+/// ones. (Any vectors: the plan's, or a call's own on scratch_allocator, each reserved once to
+/// its bound so that a warm call allocates nothing.)
+template <std::size_t R, class TapVec, class RowVec>
+void build_backward_rows(const plan_data<R>& p, TapVec& taps, RowVec& rows) {
     const pool_geometry<R>& g = p.geometry;
     taps.clear();
     rows.clear();
+    index_t most_rows = 1, most_taps = 1;
+    for (std::size_t a = 0; a + 1 < R; ++a) {
+        most_rows *= g.input[a];
+        most_taps *= max_cover<R>(p, a);
+    }
+    rows.reserve(static_cast<std::size_t>(most_rows));
+    taps.reserve(static_cast<std::size_t>(most_rows * most_taps));
     if constexpr (R == 2) {
         for (index_t x = 0; x < g.input[0]; ++x) {
             const index_t first = static_cast<index_t>(taps.size());
@@ -173,7 +181,8 @@ void build_backward_rows(const plan_data<R>& p, std::vector<bw_tap>& taps, std::
         }
     } else if constexpr (R == 3) {
         const index_t H = g.input[1], Ho = g.output[1];
-        std::vector<std::pair<index_t, index_t>> zs;  // first-axis outputs and divisors
+        std::vector<std::pair<index_t, index_t>, scratch_allocator<std::pair<index_t, index_t>>> zs;  // first-axis outputs and divisors
+        zs.reserve(static_cast<std::size_t>(max_cover<R>(p, 0)));
         for (index_t z = 0; z < g.input[0]; ++z) {
             zs.clear();
             backward_taps<R>(p, 0, z, [&](index_t o, index_t f) { zs.emplace_back(o, f); });
@@ -865,8 +874,8 @@ private:
     index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, len_ = 0, cols_ = 0, front_ = 0;
     hmode mode_ = hmode::scatter;
     // The plan's row tables, or (past bw_table_rows / bw_table_taps) this call's own.
-    std::vector<bw_tap> own_taps_;
-    std::vector<bw_row> own_rows_;
+    std::vector<bw_tap, scratch_allocator<bw_tap>> own_taps_;
+    std::vector<bw_row, scratch_allocator<bw_row>> own_rows_;
     const bw_tap* taps_ = nullptr;
     const bw_row* rows_ = nullptr;
     bool fixed_ = false, ring_ = false, flat_ = false, slots_ = false, whole_ = false;

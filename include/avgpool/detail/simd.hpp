@@ -398,7 +398,7 @@ inline void interleave2(const vec<T>& even, const vec<T>& odd, vec<T>& lo, vec<T
 /// frees them.
 class scratch_cache {
 public:
-    static constexpr int slots = 4;
+    static constexpr int slots = 6;
     static constexpr std::size_t keep_max = std::size_t(64) << 20;
 
     explicit scratch_cache(int& state) noexcept : state_(state) { state_ = 1; }
@@ -461,6 +461,38 @@ inline scratch_cache* thread_scratch() noexcept {
     thread_local scratch_cache cache(state);
     return &cache;
 }
+
+/// A standard allocator over the thread's scratch_cache, for containers a call builds and
+/// drops (reserved once to their bound: one block each). A block goes back to the cache of the
+/// thread that frees it, recorded at the size asked for.
+template <class T>
+struct scratch_allocator {
+    using value_type = T;
+    scratch_allocator() noexcept = default;
+    template <class U>
+    scratch_allocator(const scratch_allocator<U>&) noexcept {}
+    T* allocate(std::size_t n) {
+        const std::size_t bytes = n * sizeof(T);  // (n <= max_size(): the containers check)
+        std::size_t cap = 0;
+        scratch_cache* const cache = thread_scratch();
+        return static_cast<T*>(cache != nullptr ? cache->take(bytes, cap) : ::operator new(bytes));
+    }
+    void deallocate(T* p, std::size_t n) noexcept {
+        if (scratch_cache* const cache = thread_scratch()) {
+            cache->give(p, n * sizeof(T));
+        } else {
+            ::operator delete(p);
+        }
+    }
+    template <class U>
+    bool operator==(const scratch_allocator<U>&) const noexcept {
+        return true;
+    }
+    template <class U>
+    bool operator!=(const scratch_allocator<U>&) const noexcept {
+        return false;
+    }
+};
 
 /// An array of n T (uninitialized unless zero) starting on a 64-byte line: kernels' per-call
 /// scratch, whose vector loads and stores then split no lines wherever the block lies (the
