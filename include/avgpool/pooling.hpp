@@ -384,12 +384,13 @@ private:
         // outputs covering each input, divisors): extents past max_plan_extent would ask
         // for more than any machine holds, and allocating them would throw or abort.
         for (std::size_t a = 0; a < R; ++a) {
+            const int axis = static_cast<int>(a + 2);
+            const char* const why = "must be <= {0} (a plan's per-axis tables)";
             if (d.input_shape[a + 2] > max_plan_extent)
-                return detail::make_error(errc::invalid_value, "input_shape", static_cast<int>(a + 2), d.input_shape[a + 2],
-                                          "must be <= {0} (a plan's per-axis tables)", max_plan_extent);
+                return detail::make_error(errc::invalid_value, "input_shape", axis, d.input_shape[a + 2], why,
+                                          max_plan_extent);
             if (d.output_shape[a + 2] > max_plan_extent)
-                return detail::make_error(errc::invalid_value, "output_shape", static_cast<int>(a + 2),
-                                          d.output_shape[a + 2], "must be <= {0} (a plan's per-axis tables)",
+                return detail::make_error(errc::invalid_value, "output_shape", axis, d.output_shape[a + 2], why,
                                           max_plan_extent);
         }
         index_t volume = 0;

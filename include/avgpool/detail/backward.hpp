@@ -181,7 +181,8 @@ void build_backward_rows(const plan_data<R>& p, TapVec& taps, RowVec& rows) {
         }
     } else if constexpr (R == 3) {
         const index_t H = g.input[1], Ho = g.output[1];
-        std::vector<std::pair<index_t, index_t>, scratch_allocator<std::pair<index_t, index_t>>> zs;  // first-axis outputs and divisors
+        using out_div = std::pair<index_t, index_t>;
+        std::vector<out_div, scratch_allocator<out_div>> zs;  // first-axis outputs and divisors
         zs.reserve(static_cast<std::size_t>(max_cover<R>(p, 0)));
         for (index_t z = 0; z < g.input[0]; ++z) {
             zs.clear();

@@ -413,8 +413,10 @@ public:
     // A block of at least `bytes` bytes; its size goes to cap.
     void* take(std::size_t bytes, std::size_t& cap) {
         int best = -1;
-        for (int i = 0; i < slots; ++i)
-            if (block_[i].p != nullptr && block_[i].cap >= bytes && (best < 0 || block_[i].cap < block_[best].cap)) best = i;
+        for (int i = 0; i < slots; ++i) {
+            const bool fits = block_[i].p != nullptr && block_[i].cap >= bytes;
+            if (fits && (best < 0 || block_[i].cap < block_[best].cap)) best = i;
+        }
         if (best < 0) {
             cap = bytes;
             return ::operator new(bytes);
@@ -520,7 +522,10 @@ public:
         data_ = static_cast<T*>(raw_) + (skew == 0 ? 0 : line - skew);
         if (zero) std::fill(data_, data_ + n, T(0));
     }
-    line_buffer(line_buffer&& o) noexcept : raw_(o.raw_), cap_(o.cap_), data_(o.data_) { o.raw_ = nullptr; o.data_ = nullptr; }
+    line_buffer(line_buffer&& o) noexcept : raw_(o.raw_), cap_(o.cap_), data_(o.data_) {
+        o.raw_ = nullptr;
+        o.data_ = nullptr;
+    }
     line_buffer& operator=(line_buffer&& o) noexcept {
         if (this != &o) {
             release();
