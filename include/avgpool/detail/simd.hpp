@@ -427,18 +427,13 @@ public:
         return p;
     }
 
-    // Keeps p in an empty slot, else in place of the smallest smaller block; else frees it.
+    // Keeps p in an empty slot, else in place of the smallest block if that is smaller; else
+    // frees it.
     void give(void* p, std::size_t cap) noexcept {
-        int at = -1;
-        if (cap <= keep_max) {
-            for (int i = 0; i < slots && at < 0; ++i)
-                if (block_[i].p == nullptr) at = i;
-            for (int i = 0; i < slots && at < 0; ++i)
-                if (block_[i].cap < cap) at = i;
-            for (int i = 0; i < slots; ++i)
-                if (at >= 0 && block_[at].p != nullptr && block_[i].cap < block_[at].cap) at = i;
-        }
-        if (at < 0) {
+        int at = 0;  // the first empty slot, else the smallest block
+        for (int i = 0; i < slots && block_[at].p != nullptr; ++i)
+            if (block_[i].p == nullptr || block_[i].cap < block_[at].cap) at = i;
+        if (cap > keep_max || (block_[at].p != nullptr && block_[at].cap >= cap)) {
             ::operator delete(p);
             return;
         }
@@ -464,6 +459,21 @@ inline scratch_cache* thread_scratch() noexcept {
     return &cache;
 }
 
+/// A block of at least `bytes` bytes from this thread's cache (from new while the thread is
+/// exiting); its size goes to cap. scratch_give returns it, on any thread.
+inline void* scratch_take(std::size_t bytes, std::size_t& cap) {
+    if (scratch_cache* const cache = thread_scratch()) return cache->take(bytes, cap);
+    cap = bytes;
+    return ::operator new(bytes);
+}
+inline void scratch_give(void* p, std::size_t cap) noexcept {
+    if (scratch_cache* const cache = thread_scratch()) {
+        cache->give(p, cap);
+    } else {
+        ::operator delete(p);
+    }
+}
+
 /// A standard allocator over the thread's scratch_cache, for containers a call builds and
 /// drops (reserved once to their bound: one block each). A block goes back to the cache of the
 /// thread that frees it, recorded at the size asked for.
@@ -474,18 +484,10 @@ struct scratch_allocator {
     template <class U>
     scratch_allocator(const scratch_allocator<U>&) noexcept {}
     T* allocate(std::size_t n) {
-        const std::size_t bytes = n * sizeof(T);  // (n <= max_size(): the containers check)
         std::size_t cap = 0;
-        scratch_cache* const cache = thread_scratch();
-        return static_cast<T*>(cache != nullptr ? cache->take(bytes, cap) : ::operator new(bytes));
+        return static_cast<T*>(scratch_take(n * sizeof(T), cap));  // (n <= max_size(): the containers check)
     }
-    void deallocate(T* p, std::size_t n) noexcept {
-        if (scratch_cache* const cache = thread_scratch()) {
-            cache->give(p, n * sizeof(T));
-        } else {
-            ::operator delete(p);
-        }
-    }
+    void deallocate(T* p, std::size_t n) noexcept { scratch_give(p, n * sizeof(T)); }
     template <class U>
     bool operator==(const scratch_allocator<U>&) const noexcept {
         return true;
@@ -509,31 +511,20 @@ class line_buffer {
 public:
     line_buffer() noexcept = default;  // no array: get() is null
     explicit line_buffer(std::size_t n, bool zero = false) {
-        const std::size_t bytes = (n + line) * sizeof(T);
-        scratch_cache* const cache = thread_scratch();
-        if (cache != nullptr) {
-            raw_ = cache->take(bytes, cap_);
-        } else {
-            raw_ = ::operator new(bytes);
-            cap_ = bytes;
-        }
+        raw_ = scratch_take((n + line) * sizeof(T), cap_);
         // (new's blocks are aligned for T at least.)
         const std::size_t skew = reinterpret_cast<std::uintptr_t>(raw_) / sizeof(T) % line;
         data_ = static_cast<T*>(raw_) + (skew == 0 ? 0 : line - skew);
         if (zero) std::fill(data_, data_ + n, T(0));
     }
-    line_buffer(line_buffer&& o) noexcept : raw_(o.raw_), cap_(o.cap_), data_(o.data_) {
-        o.raw_ = nullptr;
-        o.data_ = nullptr;
-    }
+    line_buffer(line_buffer&& o) noexcept
+        : raw_(std::exchange(o.raw_, nullptr)), cap_(o.cap_), data_(std::exchange(o.data_, nullptr)) {}
     line_buffer& operator=(line_buffer&& o) noexcept {
         if (this != &o) {
             release();
-            raw_ = o.raw_;
+            raw_ = std::exchange(o.raw_, nullptr);
             cap_ = o.cap_;
-            data_ = o.data_;
-            o.raw_ = nullptr;
-            o.data_ = nullptr;
+            data_ = std::exchange(o.data_, nullptr);
         }
         return *this;
     }
@@ -546,12 +537,7 @@ public:
 private:
     static constexpr std::size_t line = 64 / sizeof(T) > 0 ? 64 / sizeof(T) : 1;
     void release() noexcept {
-        if (raw_ == nullptr) return;
-        if (scratch_cache* const cache = thread_scratch()) {
-            cache->give(raw_, cap_);
-        } else {
-            ::operator delete(raw_);
-        }
+        if (raw_ != nullptr) scratch_give(raw_, cap_);
         raw_ = nullptr;
     }
     void* raw_ = nullptr;
