@@ -565,6 +565,7 @@ private:
             max_div *= static_cast<double>(m);
         }
         d_.max_divisor = d_.divisor_override > 0 ? static_cast<double>(d_.divisor_override) : max_div;
+        d_.cl_ext = detail::cl_measure<R>(d_);
 
         constexpr std::size_t pad = 64;  // >= any vector width
         const detail::window* last = d_.axis(R - 1);

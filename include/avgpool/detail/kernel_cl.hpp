@@ -76,14 +76,7 @@ constexpr index_t cl_capacity() noexcept {
     return cl_buffer_bytes / static_cast<index_t>(sizeof(T));
 }
 
-/// What the channels-last kernel needs to know about a plan's windows, from the tables.
-struct cl_extent {
-    index_t outer_rows = 1;  // bound on the input rows of one output row
-    index_t span_all = 0;    // input columns from the row's first tap to its last
-    index_t max_span = 0;    // the widest single window of the last axis (columns)
-    bool fits_rows = true;
-};
-
+/// Measures p's windows for the channels-last kernel (once, into plan_data::cl_ext).
 template <std::size_t R>
 cl_extent cl_measure(const plan_data<R>& p) noexcept {
     cl_extent e;
@@ -160,7 +153,7 @@ bool cl_applicable(const plan_data<R>& p) noexcept {
     if (p.max_divisor > exact_integer_limit<T>()) return false;
     constexpr index_t L = static_cast<index_t>(vec<T>::width);
     if (p.global && p.input_shape[1] >= L) return true;  // the slice path: any extents
-    const cl_extent e = cl_measure<R>(p);
+    const cl_extent& e = p.cl_ext;
     if (!e.fits_rows) return false;
     return cl_choose_blocking(p.input_shape[1], e.span_all, e.max_span, L, cl_capacity<T>()).ok;
 }
@@ -193,7 +186,7 @@ public:
         rows_per_n_ = 1;
         for (std::size_t a = 0; a + 1 < R; ++a) rows_per_n_ *= g.output[a];
         in_n_ = p.input_spatial_volume() * C_;
-        const cl_extent e = cl_measure<R>(p);
+        const cl_extent& e = p.cl_ext;
         const cl_blocking blk = cl_choose_blocking(C_, e.span_all, e.max_span, L, cap);
         cb_ = blk.ok ? blk.cb : C_;  // not ok: a global plan, which takes the slice path only
         blocks_ = cb_ == C_ ? 1 : (C_ + cb_ - 1) / cb_;

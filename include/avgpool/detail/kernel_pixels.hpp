@@ -79,7 +79,7 @@ bool px_geometry(const plan_data<R>& p) noexcept {
     if (!AVGPOOL_PERM_KERNEL || R > 3 || p.memory_layout != layout::channels_last || p.adaptive || p.global)
         return false;
     if (p.max_divisor > exact_integer_limit<float>()) return false;
-    if (px_measure<R>(p).pixels == 0 || !cl_measure<R>(p).fits_rows) return false;
+    if (px_measure<R>(p).pixels == 0 || !p.cl_ext.fits_rows) return false;
     const pool_geometry<R>& g = p.geometry;
     const index_t W = g.input[R - 1], s = g.strides[R - 1], d = g.dilations[R - 1], k = g.kernel[R - 1];
     const index_t pb = g.pads_begin[R - 1];

@@ -31,6 +31,16 @@ struct bw_row {
     index_t first, n, copy;
 };
 
+/// What the channels-last kernel needs to know about a plan's windows (cl_measure in
+/// kernel_cl.hpp), measured once when the plan is made: per call it took a sixth of a
+/// 64-channel 1-D pool of 16 outputs.
+struct cl_extent {
+    index_t outer_rows = 1;  // bound on the input rows of one output row
+    index_t span_all = 0;    // input columns from the row's first tap to its last
+    index_t max_span = 0;    // the widest single window of the last axis (columns)
+    bool fits_rows = true;
+};
+
 // The whole-plane permute kernels' tables (kernel_perm.hpp, AVX-512 builds), built once per
 // plan: building them took longer than 16 planes' sums.
 struct perm_plane_tables;
@@ -60,6 +70,7 @@ struct plan_data {
     // For the fast kernels, derived once from the windows:
     bool global = false;       // one window covering the whole input on every axis
     double max_divisor = 0.0;  // bound on any divisor (must be exact in the element type)
+    cl_extent cl_ext{};        // cl_measure(*this)
     // Last axis divisor factor per output, with an empty window's 0 made 1 (sum 0 / 1 = 0) or
     // kept 0 under empty_window_nan (0 / 0 = NaN); padded with 1s for whole-vector reads.
     std::vector<float> last_div_f;
