@@ -10,6 +10,7 @@
 #include <new>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/geometry.hpp"
@@ -189,6 +190,27 @@ TEST(Allocation, RunsAllocateNothingRandom) {
     random_cases<double, 2>(30, 7400);
     random_cases<avgpool::bfloat16, 2>(30, 7500);
     random_cases<avgpool::float16, 3>(20, 7600);
+}
+TEST(Allocation, ReleaseThreadScratch) {
+    // A plan whose runs take heap scratch (the same-grid kernel's plane of sums).
+    avgpool::pool_attrs<2> a;
+    a.kernel = {5, 5};
+    a.pads_begin = a.pads_end = {2, 2};
+    const auto plan = avgpool::pooling<2>::create({1, 64, 56, 56}, a);
+    ASSERT_TRUE(plan);
+    std::vector<float> in(static_cast<std::size_t>(plan->input_size()), 1.5f), out(static_cast<std::size_t>(plan->output_size()));
+    auto run = [&] { ASSERT_TRUE(plan->forward(in.data(), out.data())); };
+    run();
+    ASSERT_EQ(0, allocations_in(run));  // warm
+    EXPECT_GT(avgpool::release_thread_scratch(), 0u);
+    EXPECT_EQ(0u, avgpool::release_thread_scratch());  // nothing left
+    EXPECT_GT(allocations_in(run), 0);                 // cold again
+    EXPECT_EQ(0, allocations_in(run));                 // and warm
+    // Another thread's cache is its own: releasing it leaves this one's blocks.
+    std::size_t other = 1;
+    std::thread([&] { other = avgpool::release_thread_scratch(); }).join();
+    EXPECT_EQ(0u, other);
+    EXPECT_EQ(0, allocations_in(run));
 }
 #else
 TEST(Allocation, RunsAllocateNothing) { GTEST_SKIP() << "not counted under a sanitizer (it supplies operator new)"; }

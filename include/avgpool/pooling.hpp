@@ -1040,6 +1040,18 @@ status adaptive_avg_pool(const T* in, const dims<R + 2>& input_shape, const dims
         in, out, [&] { return pooling<R>::create_adaptive(input_shape, output_spatial, memory_layout); });
 }
 
+/// Frees the scratch the calling thread keeps for plan runs (at most six blocks, none over
+/// 64 MiB; a thread's exit frees them anyway) and returns their size in bytes. The thread's
+/// next runs allocate again until warm. For long-lived threads that ran a large plan once;
+/// a thread_pool's workers keep theirs until the pool is destroyed.
+///
+///     plan->forward(big_in, big_out);       // warms this thread's scratch
+///     avgpool::release_thread_scratch();    // gives it back to the heap
+inline std::size_t release_thread_scratch() noexcept {
+    detail::scratch_cache* const cache = detail::thread_scratch();
+    return cache != nullptr ? cache->clear() : 0;
+}
+
 AVGPOOL_END_NAMESPACE
 
 // Compiling the kernels once (AVGPOOL_EXTERN_TEMPLATES, AVGPOOL_INSTANTIATE): every translation

@@ -403,8 +403,7 @@ public:
 
     explicit scratch_cache(int& state) noexcept : state_(state) { state_ = 1; }
     ~scratch_cache() {
-        for (block& b : block_)
-            if (b.p != nullptr) ::operator delete(b.p);
+        clear();
         state_ = 2;
     }
     scratch_cache(const scratch_cache&) = delete;
@@ -439,6 +438,18 @@ public:
         }
         if (block_[at].p != nullptr) ::operator delete(block_[at].p);
         block_[at] = block{p, cap};
+    }
+
+    // Frees every block kept; returns their bytes.
+    std::size_t clear() noexcept {
+        std::size_t bytes = 0;
+        for (block& b : block_) {
+            if (b.p == nullptr) continue;
+            ::operator delete(b.p);
+            bytes += b.cap;
+            b = block{};
+        }
+        return bytes;
     }
 
 private:
