@@ -439,6 +439,7 @@ private:
                 detail::window& c = d_.cover[d_.cover_offset[a] + static_cast<std::size_t>(x)];
                 c.first = lo;
                 c.count = hi - lo;
+                d_.cover_max[a] = std::max(d_.cover_max[a], c.count);
             }
         }
     }
@@ -641,7 +642,10 @@ private:
             }
         }
         if (detail::backward_rows_kept<R>(d_)) detail::build_backward_rows<R>(d_, d_.bw_taps, d_.bw_rows);
-        if (d_.memory_layout == layout::channels_last) detail::build_backward_cols<R>(d_, d_.bw_cols, d_.bw_col_at);
+        if (d_.memory_layout == layout::channels_last) {
+            detail::build_backward_cols<R>(d_, d_.bw_cols, d_.bw_col_at);
+            detail::build_backward_cl_facts<R>(d_);
+        }
         if (!d_.flipped_own && detail::flip_geometry<R>(d_)) build_flipped();
     }
 

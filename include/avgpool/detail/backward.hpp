@@ -104,10 +104,7 @@ constexpr index_t bw_ring = 4096;
 /// largest count): a bound on the output rows one input row gathers.
 template <std::size_t R>
 index_t max_cover(const plan_data<R>& p, std::size_t a) noexcept {
-    const window* c = p.covers(a);
-    index_t m = 0;
-    for (index_t x = 0; x < p.geometry.input[a]; ++x) m = std::max(m, c[x].count);
-    return m;
+    return p.cover_max[a];
 }
 
 // Plans whose backward row tables would pass this many outer rows, or this many taps (bounded
@@ -145,6 +142,66 @@ void build_backward_cols(const plan_data<R>& p, std::vector<index_t>& cols, std:
         backward_taps<R>(p, R - 1, x, [&](index_t o, index_t) { cols.push_back(o); });
     }
     col_at[static_cast<std::size_t>(W)] = static_cast<index_t>(cols.size());
+}
+
+/// f(x, taps of x) for the last axis's input columns from x on that output column o completes
+/// (the last column tapping them is o, or none taps them); returns the first one it does not.
+template <class F>
+index_t bw_completed(const index_t* col, const index_t* col_at, index_t W, index_t x, index_t o, F&& f) {
+    for (; x < W; ++x) {
+        const index_t first = col_at[x], n = col_at[x + 1] - first;
+        if (n > 0 && col[first] + n - 1 != o) break;  // its last column is still to come
+        f(x, n);
+    }
+    return x;
+}
+
+/// The plan's facts for backward_cl from its column lists and row tables (plan_data's
+/// bw_col_*, bw_walk, bw_home): built after build_backward_cols and the row tables.
+template <std::size_t R>
+void build_backward_cl_facts(plan_data<R>& p) {
+    const index_t W = p.geometry.input[R - 1], Wo = p.geometry.output[R - 1];
+    const index_t *const col = p.bw_cols.data(), *const col_at = p.bw_col_at.data();
+    bool ranges = true, scatter = true, rising = true;
+    index_t span = 0;
+    for (index_t x = 0, top = -1; x < W; ++x) {
+        const index_t first = col_at[x], n = col_at[x + 1] - first;
+        for (index_t i = first + 1; i < first + n; ++i) ranges = ranges && col[i] == col[i - 1] + 1;
+        scatter = scatter && n <= 1;
+        span = std::max(span, n);
+        if (n == 0) continue;
+        rising = rising && col[first] + n - 1 >= top;
+        top = col[first] + n - 1;
+    }
+    p.bw_col_ranges = ranges;
+    p.bw_col_scatter = scatter;
+    p.bw_col_rising = rising;
+    p.bw_col_span = span;
+    p.bw_walk.clear();
+    if (ranges && span <= 3 && rising) {
+        p.bw_walk.assign(static_cast<std::size_t>(Wo + W), 0);
+        index_t *const emit = p.bw_walk.data(), *const taps = emit + Wo;
+        for (index_t o = 0, x = 0; o < Wo; ++o) {
+            const index_t from = x;
+            x = bw_completed(col, col_at, W, x, o, [taps](index_t c, index_t n) { taps[c] = n; });
+            emit[o] = x - from;
+        }  // (x reaches W: rising, every tapped column ends by Wo - 1)
+    }
+    p.bw_home.clear();
+    p.bw_homes = 0;
+    if (!p.bw_rows.empty()) {
+        index_t in_rows = 1, out_rows = 1;  // outer rows of an image
+        for (std::size_t a = 0; a + 1 < R; ++a) {
+            in_rows *= p.geometry.input[a];
+            out_rows *= p.geometry.output[a];
+        }
+        p.bw_home.assign(static_cast<std::size_t>(out_rows), -1);
+        for (index_t r = in_rows; r-- > 0;) {
+            const bw_row& row = p.bw_rows[static_cast<std::size_t>(r)];
+            if (row.n == 1) p.bw_home[static_cast<std::size_t>(p.bw_taps[static_cast<std::size_t>(row.first)].q)] = r;
+        }
+        for (const index_t h : p.bw_home) p.bw_homes += h >= 0 ? 1 : 0;
+    }
 }
 
 /// Whether input x of outer axis a gathers exactly the outputs x - 1 does. Without dilation
@@ -1313,13 +1370,8 @@ public:
         table_ = lanes_ ? row_ : Wo_;
         col_ = p.bw_cols.data();
         col_at_ = p.bw_col_at.data();
-        bool scatter = true;
-        for (index_t x = 0; x < W_; ++x) {
-            const index_t first = col_at_[x], n = col_at_[x + 1] - first;
-            for (index_t i = first + 1; i < first + n; ++i) ranges_ = ranges_ && col_[i] == col_[i - 1] + 1;
-            scatter = scatter && n <= 1;
-        }
-        direct_ = scatter && C_ >= L;
+        ranges_ = p.bw_col_ranges;
+        direct_ = p.bw_col_scatter && C_ >= L;
         const index_t row_bytes = pitch_ * static_cast<index_t>(sizeof(T));
         slots_ = std::max<index_t>(2, std::min({most_rows, max_slots, slot_bytes / std::max<index_t>(row_bytes, 1)}));
         // Shares are kept when other input rows gather them again and they stay in L1 (and
@@ -1334,7 +1386,7 @@ public:
         most_runs_ = most_rows > 3 ? 2 : factor_slots;
         if (C_ >= L && most_rows == 1) slots_ = 0;  // divide_blocks takes every row
         // Long ranges of tapping columns (stride 1, kernel past 5): block sums (gather).
-        for (index_t x = 0; x < W_; ++x) span_ = std::max(span_, col_at_[x + 1] - col_at_[x]);
+        span_ = p.bw_col_span;
         long_ = ranges_ && C_ >= L && span_ > 5 && Wo_ >= 3 * span_;
         if (C_ >= L) {  // equal blocks of whole vectors
             // Long windows: blocks twice as wide, whose sums (three arrays) leave L1 for L2;
@@ -1350,19 +1402,14 @@ public:
         // Up to three consecutive tapping columns whose last one grows with x: the output
         // columns' sums are made one at a time in registers and each input column adds the
         // last few (slide), with no row of vertical sums stored and gathered again.
-        slide_ = C_ >= L && ranges_ && !long_ && span_ <= 3;
-        for (index_t x = 0, top = -1; slide_ && x < W_; ++x) {
-            const index_t n = col_at_[x + 1] - col_at_[x];
-            if (n == 0) continue;
-            slide_ = col_[col_at_[x]] + n - 1 >= top;
-            top = col_[col_at_[x]] + n - 1;
-        }
+        // (The plan's walk: see bw_walk.)
+        slide_ = C_ >= L && ranges_ && !long_ && span_ <= 3 && p.bw_col_rising;
         // There each input row divides its vertical sums once per output column: as many
         // divisions as making the shares, and no share rows stored and read back (3x3 stride
         // 2 on 768x14x14: 21.7 -> 18.0 us; stride 1 unchanged).
         if (slide_) {
             cached_ = false;
-            build_walk();
+            walk_ = p.bw_walk.data();
         }
         // Slid rows need no slots and no sums unless divide_blocks may decline (many runs).
         if (slide_ && most_rows <= most_runs_) slots_ = 0;
@@ -1386,20 +1433,15 @@ public:
             out_rows_ = out_n_ / row_;
             // Each output row's home: the first input row that it alone taps (used with storage
             // T only, where the sums can read it back).
-            home_ = line_buffer<index_t>(static_cast<std::size_t>(out_rows_));
-            index_t* const home = home_.get();
-            std::fill(home, home + out_rows_, index_t(-1));
-            for (index_t r = rows_per_n_; r-- > 0;)
-                if (rtab_[r].n == 1) home[taps_[rtab_[r].first].q] = r;
-            index_t homes = 0;
-            for (index_t o = 0; o < out_rows_; ++o) homes += home[o] >= 0 ? 1 : 0;
+            home_ = p.bw_home.data();
+            const index_t homes = p.bw_homes;
             // Longer rows: only with homes for most rows, where windows overlap (see
             // bw_cl_expand_bytes). Decided the same whatever the storage: 16-bit
             // results are float's rounded once, so they must sum in the same order.
             if (W_ * C_ * static_cast<index_t>(sizeof(T)) > bw_cl_expand_bytes && (direct_ || 2 * homes < out_rows_)) {
                 expand_ = false;
                 ering_ = 0;
-                home_ = line_buffer<index_t>();
+                home_ = nullptr;
             } else {
                 slots_ = 0;
                 sums_ = true;
@@ -1547,7 +1589,7 @@ private:
                     // it: the expansion goes straight there.
                     T* home = nullptr;
                     if constexpr (std::is_same<M, T>::value) {
-                        const index_t h = home_.get() == nullptr ? -1 : home_.get()[tap.q];
+                        const index_t h = home_ == nullptr ? -1 : home_[tap.q];
                         if (h >= 0 && n * rows_per_n_ + h >= item_begin && n * rows_per_n_ + h < item_end)
                             home = grad_in + (n * rows_per_n_ + h) * n_row;
                     }
@@ -1670,32 +1712,25 @@ private:
             // 4x4 stride 3 0.77x), and never one vector alone after others (5 = 3 + 2; 24
             // channels: 0.70x the instructions of 2 + 1).
             const index_t left = nv - v0, u = left <= 4 ? left : left == 5 ? 3 : 4;
-            auto block = [&](auto walk) {
-                constexpr bool Walk = decltype(walk)::value;
-                switch (u) {
-                    case 1: slide_block<1, Walk>(v0, dst, column); break;
-                    case 2: slide_block<2, Walk>(v0, dst, column); break;
-                    case 3: slide_block<3, Walk>(v0, dst, column); break;
-                    default: slide_block<4, Walk>(v0, dst, column); break;
-                }
-            };
-            if (walk_)
-                block(std::true_type{});
-            else
-                block(std::false_type{});
+            switch (u) {
+                case 1: slide_block<1>(v0, dst, column); break;
+                case 2: slide_block<2>(v0, dst, column); break;
+                case 3: slide_block<3>(v0, dst, column); break;
+                default: slide_block<4>(v0, dst, column); break;
+            }
             v0 += u;
         }
     }
 
-    // Vectors v0 .. v0 + U - 1 (the last shifted back to end at C) of every input column.
-    // Walk: the input columns each output column completes come from build_walk()'s tables,
-    // else from the column lists, decoded here by completed() (an instantiation each, so no
-    // column tests which).
-    template <int U, bool Walk, class D, class Column>
+    // Vectors v0 .. v0 + U - 1 (the last shifted back to end at C) of every input column. The
+    // input columns each output column completes come from the plan's walk (bw_walk): decoding
+    // the column lists in the loop cost more than the sums with one vector of channels (16
+    // channels of 50x50 at stride 2, AVX-512: 7.4 -> 5.4 us), and building the walk per call
+    // cost a third of a 1-D call of 0.5 us.
+    template <int U, class D, class Column>
     void slide_block(index_t v0, D* dst, Column& column) const {
         // Members in locals: the vector stores may alias anything, which would reload them.
-        const index_t C = C_, W = W_, Wo = Wo_;
-        const index_t *const col = col_, *const col_at = col_at_;
+        const index_t C = C_, Wo = Wo_;
         index_t at[U];
         unrolled<U>([&](auto u) { at[u] = std::min((v0 + u) * L, C - L); });
         V q0[U], q1[U], q2[U];  // output columns o - 2, o - 1, o
@@ -1713,11 +1748,7 @@ private:
                 unrolled<U>([&](auto u) { vstore(q0[u] + q1[u] + q2[u], out + at[u]); });
             }
         };
-        const index_t *emit = nullptr, *taps = nullptr;
-        if constexpr (Walk) {
-            emit = walk_heap_.get() != nullptr ? walk_heap_.get() : walk_small_;
-            taps = emit + Wo;
-        }
+        const index_t *const emit = walk_, *const taps = emit + Wo;
         for (index_t o = 0, x = 0; o < Wo; ++o) {
             auto make = column(o);
             unrolled<U>([&](auto u) {
@@ -1726,47 +1757,8 @@ private:
                 q2[u] = make(at[u]);
             });
             // The input columns whose last tapping column is o (and those no window taps).
-            if constexpr (Walk) {
-                for (const index_t end = x + emit[o]; x < end; ++x) put(x, taps[x]);
-            } else {
-                x = completed(col, col_at, W, x, o, put);
-            }
+            for (const index_t end = x + emit[o]; x < end; ++x) put(x, taps[x]);
         }  // at o = Wo - 1 the columns left either have no taps or end there: every x is stored
-    }
-
-    // slide_block's walk, once per call: for each output column o, how many input columns it
-    // completes (its last tapping column is o, or no window taps them and they come before the
-    // next that one does), and each input column's count of taps. Decoding the column lists in
-    // the loop cost more than the sums with one vector of channels (16 channels of 50x50 at
-    // stride 2, AVX-512: 7.4 -> 5.4 us). Calls of one input row (1-D, one image) decode in the
-    // loop instead: there the walk would be made for one use (64x32 at stride 2: 0.26 -> 0.30 us).
-    void build_walk() {
-        if (items() <= 1) return;
-        index_t* emit = walk_small_;  // short rows: no allocation (1-D calls of 0.3 us)
-        if (Wo_ + W_ > walk_small) {
-            walk_heap_ = line_buffer<index_t>(static_cast<std::size_t>(Wo_ + W_));
-            emit = walk_heap_.get();
-        }
-        walk_ = true;
-        index_t* const taps = emit + Wo_;
-        for (index_t o = 0, x = 0; o < Wo_; ++o) {
-            const index_t from = x;
-            x = completed(col_, col_at_, W_, x, o, [taps](index_t c, index_t n) { taps[c] = n; });
-            emit[o] = x - from;
-        }  // (x reaches W_: slide_ holds only where every tapped column ends by Wo_ - 1)
-    }
-
-    // f(x, taps of x) for the input columns from x on that output column o completes (the last
-    // column tapping them is o, or none taps them); returns the first one it does not. The
-    // column lists come as arguments: slide_block's stores could alias the members.
-    template <class F>
-    static index_t completed(const index_t* col, const index_t* col_at, index_t W, index_t x, index_t o, F&& f) {
-        for (; x < W; ++x) {
-            const index_t first = col_at[x], n = col_at[x + 1] - first;
-            if (n > 0 && col[first] + n - 1 != o) break;  // its last column is still to come
-            f(x, n);
-        }
-        return x;
     }
 
     // f(c0) for each channel block c0 .. c0 + cb_ - 1, the last shifted back to end at C.
@@ -2166,18 +2158,13 @@ private:
     const bw_tap* taps_ = nullptr;
     const bw_row* rtab_ = nullptr;
     index_t ering_ = 0, epitch_ = 0, out_rows_ = 1;
-    line_buffer<index_t> home_;  // per output row of an image, its home input row, or -1 (none: null)
+    const index_t* home_ = nullptr;  // per output row of an image, its home input row, or -1 (the plan's; none: null)
     bool ranges_ = true;  // every column's tapping columns are consecutive
     T override_ = T(0);
     // Output columns tapping each input column x: col_[col_at_[x] .. col_at_[x + 1]) (the plan's).
     const index_t* col_ = nullptr;
     const index_t* col_at_ = nullptr;
-    // build_walk(): Wo_ counts, then W_ tap counts, in walk_heap_ if it is set, else in
-    // walk_small_ (no pointer into the object: a moved kernel keeps its walk).
-    static constexpr index_t walk_small = 256;
-    bool walk_ = false;
-    index_t walk_small_[walk_small];
-    line_buffer<index_t> walk_heap_;
+    const index_t* walk_ = nullptr;  // the plan's bw_walk (slide_)
 };
 
 }  // namespace detail
