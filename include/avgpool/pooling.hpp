@@ -416,6 +416,7 @@ private:
     // first valid taps: dilation can skip the first tap of an early window) start and end at
     // non-decreasing positions, so two pointers sweep each axis once.
     void build_cover() {
+        d_.cover_max = {};
         std::size_t total = 0;
         for (std::size_t a = 0; a < R; ++a) {
             d_.cover_offset[a] = total;

@@ -178,7 +178,9 @@ void build_backward_cl_facts(plan_data<R>& p) {
     p.bw_col_rising = rising;
     p.bw_col_span = span;
     p.bw_walk.clear();
-    if (ranges && span <= 3 && rising) {
+    // (Only where backward_cl may slide: that also needs a vector of channels, and the
+    // narrowest vector is double's.)
+    if (ranges && span <= 3 && rising && p.input_shape[1] >= static_cast<index_t>(vec<double>::width)) {
         p.bw_walk.assign(static_cast<std::size_t>(Wo + W), 0);
         index_t *const emit = p.bw_walk.data(), *const taps = emit + Wo;
         for (index_t o = 0, x = 0; o < Wo; ++o) {
@@ -1403,7 +1405,7 @@ public:
         // columns' sums are made one at a time in registers and each input column adds the
         // last few (slide), with no row of vertical sums stored and gathered again.
         // (The plan's walk: see bw_walk.)
-        slide_ = C_ >= L && ranges_ && !long_ && span_ <= 3 && p.bw_col_rising;
+        slide_ = C_ >= L && ranges_ && !long_ && span_ <= 3 && p.bw_col_rising && !p.bw_walk.empty();
         // There each input row divides its vertical sums once per output column: as many
         // divisions as making the shares, and no share rows stored and read back (3x3 stride
         // 2 on 768x14x14: 21.7 -> 18.0 us; stride 1 unchanged).
