@@ -144,18 +144,6 @@ void build_backward_cols(const plan_data<R>& p, std::vector<index_t>& cols, std:
     col_at[static_cast<std::size_t>(W)] = static_cast<index_t>(cols.size());
 }
 
-/// f(x, taps of x) for the last axis's input columns from x on that output column o completes
-/// (the last column tapping them is o, or none taps them); returns the first one it does not.
-template <class F>
-index_t bw_completed(const index_t* col, const index_t* col_at, index_t W, index_t x, index_t o, F&& f) {
-    for (; x < W; ++x) {
-        const index_t first = col_at[x], n = col_at[x + 1] - first;
-        if (n > 0 && col[first] + n - 1 != o) break;  // its last column is still to come
-        f(x, n);
-    }
-    return x;
-}
-
 /// The plan's facts for backward_cl from its column lists and row tables (plan_data's
 /// bw_col_*, bw_walk, bw_home): built after build_backward_cols and the row tables.
 template <std::size_t R>
@@ -175,7 +163,6 @@ void build_backward_cl_facts(plan_data<R>& p) {
     }
     p.bw_col_ranges = ranges;
     p.bw_col_scatter = scatter;
-    p.bw_col_rising = rising;
     p.bw_col_span = span;
     p.bw_walk.clear();
     // (Only where backward_cl may slide: that also needs a vector of channels, and the
@@ -183,9 +170,15 @@ void build_backward_cl_facts(plan_data<R>& p) {
     if (ranges && span <= 3 && rising && p.input_shape[1] >= static_cast<index_t>(vec<double>::width)) {
         p.bw_walk.assign(static_cast<std::size_t>(Wo + W), 0);
         index_t *const emit = p.bw_walk.data(), *const taps = emit + Wo;
+        // Output column o completes the input columns whose last tapping column is o, and the
+        // untapped ones before the next tapped column.
         for (index_t o = 0, x = 0; o < Wo; ++o) {
             const index_t from = x;
-            x = bw_completed(col, col_at, W, x, o, [taps](index_t c, index_t n) { taps[c] = n; });
+            for (; x < W; ++x) {
+                const index_t first = col_at[x], n = col_at[x + 1] - first;
+                if (n > 0 && col[first] + n - 1 != o) break;  // its last column is still to come
+                taps[x] = n;
+            }
             emit[o] = x - from;
         }  // (x reaches W: rising, every tapped column ends by Wo - 1)
     }
@@ -1404,8 +1397,9 @@ public:
         // Up to three consecutive tapping columns whose last one grows with x: the output
         // columns' sums are made one at a time in registers and each input column adds the
         // last few (slide), with no row of vertical sums stored and gathered again.
-        // (The plan's walk: see bw_walk.)
-        slide_ = C_ >= L && ranges_ && !long_ && span_ <= 3 && p.bw_col_rising && !p.bw_walk.empty();
+        // The plan has a walk exactly where the columns allow this (ranges, span <= 3, rising
+        // ends: see bw_walk; span <= 3 also rules out long_).
+        slide_ = C_ >= L && !p.bw_walk.empty();
         // There each input row divides its vertical sums once per output column: as many
         // divisions as making the shares, and no share rows stored and read back (3x3 stride
         // 2 on 768x14x14: 21.7 -> 18.0 us; stride 1 unchanged).

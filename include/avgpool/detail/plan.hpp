@@ -140,12 +140,11 @@ struct plan_data {
     std::vector<index_t> bw_cols, bw_col_at;
     // What backward_cl reads of those lists (build_backward_cl_facts), once per plan rather
     // than per call (a third of a 0.5 us 1-D call): every column's tapping columns consecutive
-    // (ranges), none tapped twice (scatter), the most tapping one column (span), and each
-    // tapped column's last tapping column at least the previous tapped column's (rising).
-    // With ranges, span <= 3, rising and a vector of channels, the walk of slide_block: Wo
-    // counts of the input columns each output column completes, then W tap counts; else
-    // empty.
-    bool bw_col_ranges = true, bw_col_scatter = true, bw_col_rising = true;
+    // (ranges), none tapped twice (scatter), the most tapping one column (span). With ranges,
+    // span <= 3, each tapped column's last tapping column at least the previous tapped
+    // column's, and a vector of channels: the walk of slide_block, Wo counts of the input
+    // columns each output column completes, then W tap counts; else empty.
+    bool bw_col_ranges = true, bw_col_scatter = true;
     index_t bw_col_span = 0;
     std::vector<index_t> bw_walk;
     // With bw_rows, per output row of an image its home: the first input row that it alone
