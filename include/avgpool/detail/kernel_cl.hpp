@@ -586,9 +586,12 @@ private:
         // Vectors of channels per pass (G * K column sums in registers): 3 for 3-wide windows
         // at stride 2 (which the ring path leaves to this one), else 2.
         constexpr index_t G = wide_groups && K == 3 && S == 2 ? 3 : 2;
-        // Groups of G vectors, then a pair (G = 3), then single ones (the last shifted back to
-        // end at C), with the row pointers in registers for the common row counts (fixed
-        // N0 x N1), else nested loops.
+        // Groups of G vectors, then a pair (G = 3), then what is left: L + 1 .. 2 L - 1
+        // channels as one pair whose second vector is shifted back to end at C (C = 17 or 24:
+        // one pass over the row, not two), else single vectors (the last shifted back too).
+        // Overlapping channels are computed twice by the same operations, so stored twice
+        // alike. Row pointers in registers for the common row counts (fixed N0 x N1), else
+        // nested loops.
         auto fixed = [&](auto n0c, auto n1c) {
             constexpr int N0 = decltype(n0c)::value, N1 = decltype(n1c)::value;
             index_t c = 0;
@@ -598,6 +601,10 @@ private:
                     chunk<K, S, 2, N0, N1>(rows, c, dst, average, div);
                     c += 2 * L;
                 }
+            }
+            if (C_ - c > L) {  // L + 1 .. 2 L - 1 left: one pair, its second vector shifted back
+                chunk<K, S, 2, N0, N1>(rows, c, dst, average, div, C_ - c - L);
+                return;
             }
             for (; c < C_; c += L) chunk<K, S, 1, N0, N1>(rows, std::min(c, C_ - L), dst, average, div);
         };
@@ -624,6 +631,10 @@ private:
                     c += 2 * L;
                 }
             }
+            if (C_ - c > L) {
+                nested_chunk<K, S, 2>(rows, n0, n1, c, dst, average, div, C_ - c - L);
+                return;
+            }
             for (; c < C_; c += L) nested_chunk<K, S, 1>(rows, n0, n1, std::min(c, C_ - L), dst, average, div);
         }
     }
@@ -636,43 +647,44 @@ private:
     template <int G, int N0, int N1>
     struct rows_source {
         const M* r[N0 * N1];
-        index_t C, W;
+        index_t C, W, gap;
         AVGPOOL_ALWAYS_INLINE void operator()(index_t x, V* out) const noexcept {
             if (x < 0 || x >= W) {
                 for (int g = 0; g < G; ++g) out[g] = V::splat(T(0));
                 return;
             }
             const index_t off = x * C;
-            for (int g = 0; g < G; ++g) out[g] = fixed_nested_vsum<T, N0, N1>(r, off + g * L);
+            for (int g = 0; g < G; ++g) out[g] = fixed_nested_vsum<T, N0, N1>(r, off + g * gap);
         }
     };
     // The same for any n0, n1 (the nested sum over both outer axes).
     template <int G>
     struct nested_source {
         const M* const* rows;
-        index_t n0, n1, c, C, W;
+        index_t n0, n1, c, C, W, gap;
         AVGPOOL_ALWAYS_INLINE void operator()(index_t x, V* out) const noexcept {
             if (x < 0 || x >= W) {
                 for (int g = 0; g < G; ++g) out[g] = V::splat(T(0));
                 return;
             }
             const index_t off = x * C + c;
-            for (int g = 0; g < G; ++g) out[g] = nested_vsum<T, 0>(rows, n0, n1, off + g * L);
+            for (int g = 0; g < G; ++g) out[g] = nested_vsum<T, 0>(rows, n0, n1, off + g * gap);
         }
     };
 
     template <int K, int S, int G, int N0, int N1>
-    void chunk(const M* const* rows, index_t c, M* dst, bool average, const row_divisor& div) const {
+    void chunk(const M* const* rows, index_t c, M* dst, bool average, const row_divisor& div, index_t gap = L) const {
         rows_source<G, N0, N1> src;
         for (int j = 0; j < N0 * N1; ++j) src.r[j] = rows[j] + c;
         src.C = C_;
         src.W = W_;
+        src.gap = gap;
         chunk_from<K, S, G>(src, c, dst, average, div);
     }
     template <int K, int S, int G>
     void nested_chunk(const M* const* rows, index_t n0, index_t n1, index_t c, M* dst, bool average,
-                      const row_divisor& div) const {
-        const nested_source<G> src{rows, n0, n1, c, C_, W_};
+                      const row_divisor& div, index_t gap = L) const {
+        const nested_source<G> src{rows, n0, n1, c, C_, W_, gap};
         chunk_from<K, S, G>(src, c, dst, average, div);
     }
 
@@ -687,14 +699,14 @@ private:
 
     // Stores output ow of the chunk (channels c ..), divided when averaging.
     template <int G>
-    AVGPOOL_ALWAYS_INLINE void emit(M* dst, index_t ow, index_t c, const V* a, bool average, const row_divisor& div,
-                                divider& dvc) const noexcept {
+    AVGPOOL_ALWAYS_INLINE void emit(M* dst, index_t ow, index_t c, index_t gap, const V* a, bool average,
+                                    const row_divisor& div, divider& dvc) const noexcept {
         M* o = dst + ow * C_ + c;
         if (average) {
             const quotient_by dv = dvc(div.scalar(ow));
-            for (int g = 0; g < G; ++g) vstore(dv(a[g]), o + g * L);
+            for (int g = 0; g < G; ++g) vstore(dv(a[g]), o + g * gap);
         } else {
-            for (int g = 0; g < G; ++g) vstore(plus_zero(a[g]), o + g * L);  // (see plus_zero)
+            for (int g = 0; g < G; ++g) vstore(plus_zero(a[g]), o + g * gap);  // (see plus_zero)
         }
     }
 
@@ -710,7 +722,7 @@ private:
                 acc[g] = col[0][g];
                 for (int t = 1; t < K; ++t) acc[g] = acc[g] + col[t][g];
             }
-            emit<G>(dst, ow, c, acc, average, div, dvc);
+            emit<G>(dst, ow, c, src.gap, acc, average, div, dvc);
             if (++ow == Wo_) break;
             x0 += S;
             for (int t = 0; t + S < K; ++t)
@@ -738,7 +750,7 @@ private:
         for (index_t b0 = 0; b0 < Wo_; b0 += K) {
             for (index_t t = K - 1; t-- > 0;)
                 for (int g = 0; g < G; ++g) cur[t][g] = cur[t][g] + cur[t + 1][g];
-            emit<G>(dst, b0, c, cur[0], average, div, dvc);
+            emit<G>(dst, b0, c, src.gap, cur[0], average, div, dvc);
             const index_t u1 = b0 + K;  // first column of the next block
             const index_t tn = std::min(K, Wo_ - b0);
             V pre[G] = {}, out[G];  // pre: set at t = 1 (zeroed for GCC's -Wmaybe-uninitialized)
@@ -748,7 +760,7 @@ private:
                     pre[g] = t == 1 ? nxt[0][g] : pre[g] + nxt[t - 1][g];
                     out[g] = cur[t][g] + pre[g];
                 }
-                emit<G>(dst, b0 + t, c, out, average, div, dvc);
+                emit<G>(dst, b0 + t, c, src.gap, out, average, div, dvc);
             }
             if (u1 >= Wo_) break;
             for (index_t t = std::max<index_t>(tn - 1, 0); t < K; ++t) src(u1 + t - pb_, nxt[t]);
