@@ -315,6 +315,11 @@ private:
         // Blocks inside [u0_, u1_) share one last-axis factor: the per-lane products there,
         // formed once (the same roundings, so the same values).
         const __m512 du = _mm512_mul_ps(dsplat, _mm512_set1_ps(ulast_)), ru = _mm512_mul_ps(rsplat, _mm512_set1_ps(urec_));
+        // Power-of-two divisors (2x2 windows: 4) have exact reciprocals, so one multiply gives
+        // the rounded quotient (the channels-last kernel's quotient_by does the same): for
+        // blocks dividing by dout alone, and for the uniform ones (integer factors: their
+        // product is a power of two only if both are, so ru is exact too).
+        const bool exact_out = power_of_two(dout), exact_u = power_of_two(dout * ulast_);
         const index_t nrows = n0 * n1;
         const __mmask16 whole = static_cast<__mmask16>((1u << (P * C)) - 1u);
         for (index_t o0 = 0; o0 < Wo_; o0 += Q_) {
@@ -356,16 +361,21 @@ private:
                     acc = _mm512_add_ps(acc, _mm512_permutex2var_ps(_mm512_loadu_ps(bt), idx, _mm512_loadu_ps(bt + 16)));
                 }
                 if (average_) {
-                    __m512 dv = dsplat, rv = rsplat;
-                    if (per_lane && o >= u0_ && o + P <= u1_) {
-                        dv = du;
-                        rv = ru;
-                    } else if (per_lane) {
-                        // (maskz with every lane: the plain form trips GCC 12's -Wmaybe-uninitialized.)
-                        dv = _mm512_mul_ps(dv, _mm512_maskz_permutexvar_ps(all16, pix, _mm512_loadu_ps(ldiv + o)));
-                        rv = _mm512_mul_ps(rv, _mm512_maskz_permutexvar_ps(all16, pix, _mm512_loadu_ps(lrec + o)));
+                    const bool uniform = per_lane && o >= u0_ && o + P <= u1_;
+                    if (uniform ? exact_u : !per_lane && exact_out) {
+                        acc = scale_plus_zero(vec<float>{acc}, vec<float>{uniform ? ru : rsplat}).v;
+                    } else {
+                        __m512 dv = dsplat, rv = rsplat;
+                        if (uniform) {
+                            dv = du;
+                            rv = ru;
+                        } else if (per_lane) {
+                            // (maskz with every lane: the plain form trips GCC 12's -Wmaybe-uninitialized.)
+                            dv = _mm512_mul_ps(dv, _mm512_maskz_permutexvar_ps(all16, pix, _mm512_loadu_ps(ldiv + o)));
+                            rv = _mm512_mul_ps(rv, _mm512_maskz_permutexvar_ps(all16, pix, _mm512_loadu_ps(lrec + o)));
+                        }
+                        acc = divide_rounded(vec<float>{acc}, vec<float>{dv}, vec<float>{rv}).v;
                     }
-                    acc = divide_rounded(vec<float>{acc}, vec<float>{dv}, vec<float>{rv}).v;
                 } else {
                     acc = _mm512_add_ps(acc, _mm512_setzero_ps());  // a sum of -0s is +0, as elsewhere
                 }
