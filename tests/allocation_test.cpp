@@ -212,6 +212,36 @@ TEST(Allocation, ReleaseThreadScratch) {
     EXPECT_EQ(0u, other);
     EXPECT_EQ(0, allocations_in(run));
 }
+
+TEST(Allocation, ReleasePoolScratch) {
+    avgpool::pool_attrs<2> a;
+    a.kernel = {5, 5};
+    a.pads_begin = a.pads_end = {2, 2};
+    const auto plan = avgpool::pooling<2>::create({1, 64, 56, 56}, a);
+    ASSERT_TRUE(plan);
+    std::vector<float> in(static_cast<std::size_t>(plan->input_size()), 1.5f);
+    // What one thread keeps after a sequential run of the plan.
+    auto warm_here = [&] {
+        std::vector<float> out(static_cast<std::size_t>(plan->output_size()));
+        ASSERT_TRUE(plan->forward(in.data(), out.data()));
+    };
+    avgpool::release_thread_scratch();
+    warm_here();
+    const std::size_t one = avgpool::release_thread_scratch();
+    ASSERT_GT(one, 0u);
+    avgpool::thread_pool pool(3);
+    pool.on_each_thread(warm_here);  // each of the three threads warms its own cache
+    EXPECT_EQ(3 * one, avgpool::release_thread_scratch(pool));
+    EXPECT_EQ(0u, avgpool::release_thread_scratch(pool));  // nothing left anywhere
+    EXPECT_EQ(0u, avgpool::release_thread_scratch());
+    // Runs on the pool: cold after a release, then warm.
+    std::vector<float> out(static_cast<std::size_t>(plan->output_size()));
+    auto run = [&] { ASSERT_TRUE(plan->forward(in.data(), out.data(), pool)); };
+    run();
+    run();
+    EXPECT_GT(avgpool::release_thread_scratch(pool), 0u);
+    EXPECT_GT(allocations_in(run), 0);
+}
 #else
 TEST(Allocation, RunsAllocateNothing) { GTEST_SKIP() << "not counted under a sanitizer (it supplies operator new)"; }
 #endif

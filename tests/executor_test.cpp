@@ -250,7 +250,94 @@ TEST(ThreadPool, AcceptsAnyCallable) {
     EXPECT_EQ(sum.load(), 30);
 }
 
+TEST(ThreadPool, OnEachThreadRunsOncePerThread) {
+    for (unsigned threads : {1u, 2u, 3u}) {
+        thread_pool pool(threads);
+        for (int round = 0; round < 40; ++round) {
+            std::mutex m;
+            std::multiset<std::thread::id> ids;
+            ASSERT_TRUE(pool.on_each_thread([&] {
+                std::lock_guard<std::mutex> lock(m);
+                ids.insert(std::this_thread::get_id());
+            }));
+            // Once on each thread, the caller among them.
+            EXPECT_EQ(ids.size(), threads);
+            EXPECT_EQ(std::set<std::thread::id>(ids.begin(), ids.end()).size(), threads);
+            EXPECT_EQ(ids.count(std::this_thread::get_id()), 1u);
+            // Calls in between still see every index once (the rounds and calls share state).
+            std::atomic<index_t> sum{0};
+            pool(round + 1, [&](index_t b, index_t e) { sum += e - b; });
+            EXPECT_EQ(sum.load(), round + 1);
+        }
+    }
+}
+
+std::atomic<int> g_each_count{0};
+void count_each() { g_each_count++; }
+
+TEST(ThreadPool, OnEachThreadTakesAPlainFunction) {
+    thread_pool pool(3);
+    g_each_count = 0;
+    ASSERT_TRUE(pool.on_each_thread(count_each));
+    ASSERT_TRUE(pool.on_each_thread(&count_each));
+    EXPECT_EQ(g_each_count.load(), 6);
+}
+
+TEST(ThreadPool, OnEachThreadWaitsForSlowWorkers) {
+    thread_pool pool(3);
+    std::atomic<int> done{0};
+    ASSERT_TRUE(pool.on_each_thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        done++;
+    }));
+    EXPECT_EQ(done.load(), 3);  // all finished before it returned
+}
+
+TEST(ThreadPool, OnEachThreadNestingAndConcurrentCallers) {
+    thread_pool pool(2);
+    // From inside a chunk of the pool's own call: the workers are busy, so it runs nothing.
+    std::atomic<int> ran{0}, refused{0};
+    pool(2, [&](index_t, index_t) {
+        if (!pool.on_each_thread([&] { ran++; })) refused++;
+    });
+    EXPECT_EQ(ran.load(), 0);
+    EXPECT_EQ(refused.load(), 2);
+    // A call fn makes on the same pool runs inline on that thread, without deadlocking.
+    std::atomic<index_t> inner{0};
+    ASSERT_TRUE(pool.on_each_thread([&] { pool(10, [&](index_t b, index_t e) { inner += e - b; }); }));
+    EXPECT_EQ(inner.load(), 20);
+    // Two outside threads at once take turns, as calls do.
+    std::atomic<int> count{0};
+    std::thread other([&] {
+        for (int i = 0; i < 50; ++i) pool.on_each_thread([&] { count++; });
+    });
+    for (int i = 0; i < 50; ++i) pool.on_each_thread([&] { count++; });
+    other.join();
+    EXPECT_EQ(count.load(), 2 * 50 * 2);
+}
+
 #if AVGPOOL_HAS_EXCEPTIONS
+TEST(ThreadPool, OnEachThreadExceptionAfterEveryThread) {
+    thread_pool pool(3);
+    std::atomic<int> ran{0};
+    const std::thread::id caller = std::this_thread::get_id();
+    try {
+        pool.on_each_thread([&] {
+            ran++;
+            if (std::this_thread::get_id() != caller) throw std::runtime_error("worker");
+        });
+        ADD_FAILURE() << "no exception";
+    } catch (const std::runtime_error& e) {
+        EXPECT_STREQ(e.what(), "worker");
+    }
+    EXPECT_EQ(ran.load(), 3);
+    // The caller's own exception wins; the pool stays usable.
+    EXPECT_THROW(pool.on_each_thread([] { throw std::logic_error("all"); }), std::logic_error);
+    std::atomic<index_t> sum{0};
+    pool(100, [&](index_t b, index_t e) { sum += e - b; });
+    EXPECT_EQ(sum.load(), 100);
+}
+
 TEST(ThreadPool, ExceptionReachesTheCallerAfterAllChunks) {
     for (unsigned threads : {1u, 2u, 4u}) {
         thread_pool pool(threads);

@@ -238,8 +238,73 @@ public:
 #endif
     }
 
+    /// Runs fn() once on each worker thread and once on the calling thread, and returns when
+    /// all have; the way to reach per-thread state the workers keep, such as their scratch
+    /// (`avgpool::release_thread_scratch(pool)`). Takes turns with calls, as calls do. From
+    /// inside a chunk of this pool's own call (its workers are busy) it runs nothing and
+    /// returns false. fn runs on several threads at once, as a call's chunks do. If it throws,
+    /// it still runs on every other thread, then one of the exceptions is rethrown (the
+    /// calling thread's first).
+    ///
+    ///     pool.on_each_thread([] { avgpool::release_thread_scratch(); });
+    template <class F>
+    bool on_each_thread(F&& fn) const {
+        if (running_here() == this) return false;
+        if constexpr (std::is_function<std::remove_reference_t<F>>::value) {  // no object address to pass
+            const auto call = [&fn] { fn(); };
+            return each_thread(call);
+        } else {
+            return each_thread(fn);
+        }
+    }
+
 private:
     using invoker = void (*)(void*, index_t, index_t);
+
+    template <class Fn>
+    bool each_thread(Fn& fn) const {
+        if (workers_.empty()) {
+            fn();
+            return true;
+        }
+        void* const target = const_cast<void*>(static_cast<const void*>(std::addressof(fn)));
+        std::lock_guard<std::mutex> one_call_at_a_time(s_.call_mutex);
+        {
+            std::lock_guard<std::mutex> lock(s_.mutex);
+            s_.each = &invoke_each<Fn>;
+            s_.fn = target;
+            s_.each_left = static_cast<unsigned>(workers_.size());
+            s_.open = false;  // not a call: no worker joins one
+            ++s_.each_round;
+            s_.generation.fetch_add(1, std::memory_order_release);
+        }
+        s_.wake.notify_all();
+        const scoped_running_here mark(this);  // a call fn makes on this pool runs inline
+#if AVGPOOL_HAS_EXCEPTIONS
+        std::exception_ptr mine;
+        try {
+            fn();
+        } catch (...) {
+            mine = std::current_exception();
+        }
+#else
+        fn();
+#endif
+        std::unique_lock<std::mutex> lock(s_.mutex);
+        s_.done.wait(lock, [this] { return s_.each_left == 0; });
+#if AVGPOOL_HAS_EXCEPTIONS
+        std::exception_ptr e = mine ? mine : s_.error;
+        s_.error = nullptr;
+        lock.unlock();
+        if (e) std::rethrow_exception(e);
+#endif
+        return true;
+    }
+
+    template <class Fn>
+    static void invoke_each(void* fn) {
+        (*static_cast<Fn*>(fn))();
+    }
 
     template <class Fn>
     static void invoke(void* fn, index_t begin, index_t end) {
@@ -301,9 +366,30 @@ private:
         }
     }
 
+    // A worker's share of on_each_thread (s_.mutex held on entry and on return).
+    void run_each(std::unique_lock<std::mutex>& lock) const noexcept {
+        void (*const each)(void*) = s_.each;
+        void* const fn = s_.fn;
+        lock.unlock();
+#if AVGPOOL_HAS_EXCEPTIONS
+        std::exception_ptr e;
+        try {
+            each(fn);
+        } catch (...) {
+            e = std::current_exception();
+        }
+        lock.lock();
+        if (e && !s_.error) s_.error = e;
+#else
+        each(fn);
+        lock.lock();
+#endif
+        if (--s_.each_left == 0) s_.done.notify_all();
+    }
+
     void work() const {
         running_here() = this;
-        std::uint64_t seen = 0;
+        std::uint64_t seen = 0, each_seen = 0;
         std::unique_lock<std::mutex> lock(s_.mutex);
         for (;;) {
             // Poll for the next call for a while before sleeping: a woken thread can take
@@ -321,6 +407,11 @@ private:
             s_.wake.wait(lock, [&] { return s_.stopping || s_.generation.load(std::memory_order_relaxed) != seen; });
             if (s_.stopping) return;
             seen = s_.generation.load(std::memory_order_relaxed);
+            if (s_.each_round != each_seen) {  // on_each_thread: every worker runs it once
+                each_seen = s_.each_round;
+                run_each(lock);
+                continue;
+            }
             if (!s_.open || s_.slots == 0) continue;  // call already over, or enough helpers
             --s_.slots;
             s_.active.fetch_add(1, std::memory_order_relaxed);
@@ -361,6 +452,11 @@ private:
         index_t count = 0;
         index_t chunks = 0;
         std::atomic<index_t> next{0};  // next chunk to claim
+        // on_each_thread: its function (with fn), its round (each worker runs a round once)
+        // and the workers yet to run it.
+        void (*each)(void*) = nullptr;
+        std::uint64_t each_round = 0;
+        unsigned each_left = 0;
 #if AVGPOOL_HAS_EXCEPTIONS
         std::exception_ptr error;  // first exception of the current call
 #endif

@@ -6,6 +6,7 @@
 #define AVGPOOL_POOLING_HPP
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -1047,14 +1048,27 @@ status adaptive_avg_pool(const T* in, const dims<R + 2>& input_shape, const dims
 
 /// Frees the scratch the calling thread keeps for plan runs (at most six blocks, none over
 /// 64 MiB; a thread's exit frees them anyway) and returns their size in bytes. The thread's
-/// next runs allocate again until warm. For long-lived threads that ran a large plan once;
-/// a thread_pool's workers keep theirs until the pool is destroyed.
+/// next runs allocate again until warm. For long-lived threads that ran a large plan once
+/// (a thread_pool's workers: the overload below).
 ///
 ///     plan->forward(big_in, big_out);       // warms this thread's scratch
 ///     avgpool::release_thread_scratch();    // gives it back to the heap
 inline std::size_t release_thread_scratch() noexcept {
     detail::scratch_cache* const cache = detail::thread_scratch();
     return cache != nullptr ? cache->clear() : 0;
+}
+
+/// The same on every thread of pool: its workers and the calling thread (through
+/// thread_pool::on_each_thread); returns the bytes freed in all. From inside a chunk of one
+/// of pool's own calls it frees nothing and returns 0.
+///
+///     avgpool::thread_pool pool(4);
+///     plan->forward(in, out, pool);              // each thread keeps its scratch
+///     avgpool::release_thread_scratch(pool);     // all four give theirs back
+inline std::size_t release_thread_scratch(const thread_pool& pool) {
+    std::atomic<std::size_t> bytes{0};
+    pool.on_each_thread([&bytes] { bytes.fetch_add(release_thread_scratch(), std::memory_order_relaxed); });
+    return bytes.load(std::memory_order_relaxed);
 }
 
 AVGPOOL_END_NAMESPACE
