@@ -1901,9 +1901,21 @@ private:
             table_used_[t] = table_clock_;
             tf_[t] = f;
             T* d = tables_ + 2 * t * k_.table_;
-            for (index_t i = 0; i < k_.table_; ++i) {
-                d[i] = f * k_.last(k_.lanes_ ? i / k_.C_ : i);  // exact
-                d[k_.table_ + i] = T(1) / d[i];
+            if (!k_.lanes_) {
+                for (index_t i = 0; i < k_.table_; ++i) {
+                    d[i] = f * k_.last(i);  // exact
+                    d[k_.table_ + i] = T(1) / d[i];
+                }
+                return d;
+            }
+            // Per value of the row: each output column's pair repeated over its C values
+            // (formed once a column, with no integer division per value).
+            for (index_t o = 0, i = 0; i < k_.table_; ++o) {
+                const T div = f * k_.last(o), rec = T(1) / div;
+                for (index_t c = 0; c < k_.C_; ++c, ++i) {
+                    d[i] = div;
+                    d[k_.table_ + i] = rec;
+                }
             }
             return d;
         }
