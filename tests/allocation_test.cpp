@@ -191,12 +191,18 @@ TEST(Allocation, RunsAllocateNothingRandom) {
     random_cases<avgpool::bfloat16, 2>(30, 7500);
     random_cases<avgpool::float16, 3>(20, 7600);
 }
-TEST(Allocation, ReleaseThreadScratch) {
-    // A plan whose runs take heap scratch (the same-grid kernel's plane of sums).
+namespace {
+// A plan whose runs take heap scratch (the same-grid kernel's plane of sums).
+avgpool::result<avgpool::pooling<2>> scratch_plan() {
     avgpool::pool_attrs<2> a;
     a.kernel = {5, 5};
     a.pads_begin = a.pads_end = {2, 2};
-    const auto plan = avgpool::pooling<2>::create({1, 64, 56, 56}, a);
+    return avgpool::pooling<2>::create({1, 64, 56, 56}, a);
+}
+}  // namespace
+
+TEST(Allocation, ReleaseThreadScratch) {
+    const auto plan = scratch_plan();
     ASSERT_TRUE(plan);
     std::vector<float> in(static_cast<std::size_t>(plan->input_size()), 1.5f), out(static_cast<std::size_t>(plan->output_size()));
     auto run = [&] { ASSERT_TRUE(plan->forward(in.data(), out.data())); };
@@ -214,10 +220,7 @@ TEST(Allocation, ReleaseThreadScratch) {
 }
 
 TEST(Allocation, ReleasePoolScratch) {
-    avgpool::pool_attrs<2> a;
-    a.kernel = {5, 5};
-    a.pads_begin = a.pads_end = {2, 2};
-    const auto plan = avgpool::pooling<2>::create({1, 64, 56, 56}, a);
+    const auto plan = scratch_plan();
     ASSERT_TRUE(plan);
     std::vector<float> in(static_cast<std::size_t>(plan->input_size()), 1.5f);
     // What one thread keeps after a sequential run of the plan.
