@@ -302,6 +302,23 @@ TEST(ThreadPool, OnEachThreadNestingAndConcurrentCallers) {
     });
     EXPECT_EQ(ran.load(), 0);
     EXPECT_EQ(refused.load(), 2);
+    // Also from a call of one chunk, and on a pool without workers (whose rounds and calls
+    // run on the caller alone): refused, not run again and again.
+    pool(1, [&](index_t, index_t) {
+        if (!pool.on_each_thread([&] { ran++; })) refused++;
+    });
+    thread_pool one(1);
+    int depth = 0;
+    ASSERT_TRUE(one.on_each_thread([&] {
+        ++depth;
+        if (!one.on_each_thread([&] { ++depth; })) refused++;
+    }));
+    one(8, [&](index_t, index_t) {
+        if (!one.on_each_thread([&] { ++depth; })) refused++;
+    });
+    EXPECT_EQ(depth, 1);
+    EXPECT_EQ(ran.load(), 0);
+    EXPECT_EQ(refused.load(), 5);
     // A call fn makes on the same pool runs inline on that thread, without deadlocking.
     std::atomic<index_t> inner{0};
     ASSERT_TRUE(pool.on_each_thread([&] { pool(10, [&](index_t b, index_t e) { inner += e - b; }); }));
@@ -314,6 +331,15 @@ TEST(ThreadPool, OnEachThreadNestingAndConcurrentCallers) {
     for (int i = 0; i < 50; ++i) pool.on_each_thread([&] { count++; });
     other.join();
     EXPECT_EQ(count.load(), 2 * 50 * 2);
+    // Rounds from one thread while another makes calls.
+    std::atomic<index_t> covered{0};
+    std::thread caller([&] {
+        for (int i = 0; i < 50; ++i) pool(7, [&](index_t b, index_t e) { covered += e - b; });
+    });
+    for (int i = 0; i < 50; ++i) pool.on_each_thread([&] { count++; });
+    caller.join();
+    EXPECT_EQ(count.load(), 2 * 50 * 2 + 50 * 2);
+    EXPECT_EQ(covered.load(), 50 * 7);
 }
 
 #if AVGPOOL_HAS_EXCEPTIONS
@@ -331,8 +357,12 @@ TEST(ThreadPool, OnEachThreadExceptionAfterEveryThread) {
         EXPECT_STREQ(e.what(), "worker");
     }
     EXPECT_EQ(ran.load(), 3);
-    // The caller's own exception wins; the pool stays usable.
-    EXPECT_THROW(pool.on_each_thread([] { throw std::logic_error("all"); }), std::logic_error);
+    // The caller's own exception wins over the workers'; the pool stays usable.
+    EXPECT_THROW(pool.on_each_thread([&] {
+                     if (std::this_thread::get_id() == caller) throw std::logic_error("caller");
+                     throw std::runtime_error("worker");
+                 }),
+                 std::logic_error);
     std::atomic<index_t> sum{0};
     pool(100, [&](index_t b, index_t e) { sum += e - b; });
     EXPECT_EQ(sum.load(), 100);

@@ -192,6 +192,7 @@ public:
         if (count <= 0) return;
         const index_t chunks = count < index_t(size_) ? count : index_t(size_);
         if (chunks == 1) {
+            const scoped_running_here mark(this);  // inside fn, this is the pool's own call too
             fn(index_t(0), count);
             return;
         }
@@ -264,6 +265,7 @@ private:
     template <class Fn>
     bool each_thread(Fn& fn) const {
         if (workers_.empty()) {
+            const scoped_running_here mark(this);  // as below: fn's own uses of the pool
             fn();
             return true;
         }

@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 
 #if AVGPOOL_HAS_EXCEPTIONS
 #error "this file must be compiled with -fno-exceptions"
@@ -35,6 +36,19 @@ int main() {
         std::puts("FAIL: create error");
         return 1;
     }
+    // The thread pool's calls and rounds (their no-exceptions branches).
+    a.strides = {2, 2};
+    auto good = avgpool::pooling<2>::create({1, 1, 4, 4}, a);
+    avgpool::thread_pool pool(2);
+    float pooled[4] = {-1, -1, -1, -1};
+    int rounds = 0;
+    std::mutex m;
+    if (!good || !good->forward(in, pooled, pool) || pooled[0] != 2.5f ||
+        !pool.on_each_thread([&] { std::lock_guard<std::mutex> lock(m); ++rounds; }) || rounds != 2) {
+        std::puts("FAIL: thread pool");
+        return 1;
+    }
+    avgpool::release_thread_scratch(pool);
     std::printf("no-exceptions build: errors are values (%s)\n", plan.error().message().c_str());
     return 0;
 }

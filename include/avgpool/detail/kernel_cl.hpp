@@ -639,8 +639,9 @@ private:
         }
     }
 
-    // Vertical sums of input column x, channels c + g * L (g < G), into out[g], from N0 x N1
-    // rows (N0 = 1: one outer tap; N0 = N1 = K: R = 3 cubic windows), nested as nested_vsum:
+    // Vertical sums of input column x, channels c + g * gap (g < G; gap is L but for a
+    // shifted pair), into out[g], from N0 x N1 rows (N0 = 1: one outer tap; N0 = N1 = K:
+    // R = 3 cubic windows), nested as nested_vsum:
     // the row pointers, already offset by c, live in registers (fixed_nested_vsum).
     // Zero outside the input. (Results are written through a pointer, not returned in a
     // struct: GCC moved such structs of vectors through memory in pieces.)
