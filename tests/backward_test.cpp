@@ -423,12 +423,14 @@ void cl_vs_reference(int cases, index_t max_extent, index_t max_last) {
     }
 }
 
-// Windows that do not overlap, channels-last (the gathering kernel's direct path): every input
+// Windows that do not overlap, channels-last (the gathering kernel's direct path, and the
+// expanded rows that such short rows take by default): every input
 // gets exactly its window's gradient divided by the window's divisor, added to zero (PyTorch
 // adds into a zeroed grad_input: a -0 gradient gives +0), bit for bit, for special values
 // too: signed zeros, infinities, NaN, the largest finite value, subnormals.
 // 2x2 stride 2 with ceil rounding on 7 columns (the last window one column wide), so
-// divisors 4 and 2, which the kernel divides by a multiply; channels past a whole vector.
+// divisors 4 and 2, which the kernel divides by a multiply; channels past a whole vector; the
+// rows split anywhere.
 template <class T>
 void non_overlapping_exact() {
     constexpr index_t C = 2 * static_cast<index_t>(avgpool::detail::vec<T>::width) + 3, H = 6, W = 7;
@@ -450,23 +452,39 @@ void non_overlapping_exact() {
     std::vector<T> g(static_cast<std::size_t>(Ho * Wo * C));
     for (std::size_t i = 0; i < g.size(); ++i)
         g[i] = i % 3 == 0 ? special[(i / 3) % (sizeof(special) / sizeof(special[0]))] : static_cast<T>(dist(gen));
-    std::vector<T> gi(static_cast<std::size_t>(H * W * C), T(99));
-    const avgpool::detail::backward_cl<T, 2> k(d);
-    k.run(g.data(), gi.data(), 0, k.items());
-    for (index_t y = 0; y < H; ++y)
-        for (index_t x = 0; x < W; ++x)
-            for (index_t c = 0; c < C; ++c) {
-                const index_t o = ((y / 2) * Wo + x / 2) * C + c;
-                const T div = T(2 * (x == W - 1 ? 1 : 2));
-                const T want = T(0) + g[static_cast<std::size_t>(o)] / div;
-                const T got = gi[static_cast<std::size_t>((y * W + x) * C + c)];
-                if (std::isnan(want)) {
-                    EXPECT_TRUE(std::isnan(got)) << y << " " << x << " " << c;
-                } else {
-                    EXPECT_EQ(0, std::memcmp(&want, &got, sizeof(T)))
-                        << "input (" << y << ", " << x << ") channel " << c << ": " << got << ", expected " << want;
+    for (const bool expand : {true, false}) {  // short rows: expanded, or the direct path
+        SCOPED_TRACE(expand ? "expanded rows" : "direct path");
+        std::vector<T> gi(static_cast<std::size_t>(H * W * C), T(99));
+        const avgpool::detail::backward_cl<T, 2> k(d, expand);
+        if (!expand) {
+            ASSERT_FALSE(k.expanded());
+        }
+        k.run(g.data(), gi.data(), 0, k.items());
+        for (index_t y = 0; y < H; ++y)
+            for (index_t x = 0; x < W; ++x)
+                for (index_t c = 0; c < C; ++c) {
+                    const index_t o = ((y / 2) * Wo + x / 2) * C + c;
+                    const T div = T(2 * (x == W - 1 ? 1 : 2));
+                    const T want = T(0) + g[static_cast<std::size_t>(o)] / div;
+                    const T got = gi[static_cast<std::size_t>((y * W + x) * C + c)];
+                    if (std::isnan(want)) {
+                        EXPECT_TRUE(std::isnan(got)) << y << " " << x << " " << c;
+                    } else {
+                        EXPECT_EQ(0, std::memcmp(&want, &got, sizeof(T)))
+                            << "input (" << y << ", " << x << ") channel " << c << ": " << got << ", expected " << want;
+                    }
                 }
-            }
+        // Rows split at every point, between the two rows of a window too (which one call writes
+        // together), give the same bits, and a call writes no row past its range.
+        for (index_t cut = 0; cut <= k.items(); ++cut) {
+            std::vector<T> halves(gi.size(), T(99));
+            k.run(g.data(), halves.data(), 0, cut);
+            for (std::size_t i = static_cast<std::size_t>(cut * W * C); i < halves.size(); ++i)
+                ASSERT_EQ(T(99), halves[i]) << "rows 0 .. " << cut - 1 << " wrote value " << i;
+            k.run(g.data(), halves.data(), cut, k.items());
+            ASSERT_EQ(0, std::memcmp(gi.data(), halves.data(), gi.size() * sizeof(T))) << "split at row " << cut;
+        }
+    }
 }
 
 TEST(Backward, NonOverlappingQuotientsExact) {

@@ -1528,7 +1528,29 @@ public:
             std::copy(rows, rows + nr, prev_rows);
             std::copy(factor, factor + nr, prev_factor);
             if (nr == 1 && direct_) {
-                divide_into_columns(rows[0], factor[0], st, dst);
+                // The next rows of this plane with the same single covering row (2x2 stride
+                // 2: the odd rows) are written with this one, not copied from it afterwards:
+                // a row read less (2x2 stride 2 on 512x28x28, AVX-512: 42 -> 39 us).
+                index_t copies = 1;
+                if constexpr (R >= 2) {
+                    const index_t plane_rows = R == 3 ? H : rows_per_n_;
+                    for (index_t y2 = y + 1; y2 < plane_rows && item + copies < item_end; ++y2) {
+                        index_t k = 0;
+                        bool same = true;
+                        backward_taps<R>(p_, R - 2, y2, [&](index_t o, index_t dv) {
+                            const M* r = R == 3 ? src + (oz[0] * Ho + o) * row_ : src + o * row_;
+                            const T f = R == 3 ? static_cast<T>(fz[0]) * static_cast<T>(dv) : static_cast<T>(dv);
+                            same = same && k++ == 0 && r == rows[0] && f == factor[0];
+                        });
+                        if (!same || k != 1) break;
+                        ++copies;
+                    }
+                }
+                divide_into_columns(rows[0], factor[0], st, dst, copies);
+                for (index_t c = 1; c < copies; ++c) {
+                    ++item;
+                    step();
+                }
                 continue;
             }
             if (!cached_ && divide_blocks(rows, factor, nr, st, dst)) continue;
@@ -1981,14 +2003,17 @@ private:
     }
 
     // Windows that do not overlap on the last axis, one output row: each quotient stored
-    // straight to the columns its window taps; columns no window taps get zeros.
-    void divide_into_columns(const M* g, T f, state& st, M* dst) const {
+    // straight to the columns its window taps, in `copies` consecutive input rows; columns no
+    // window taps get zeros.
+    void divide_into_columns(const M* g, T f, state& st, M* dst, index_t copies) const {
         const window* w = p_.axis(R - 1);
         const index_t dil = p_.geometry.dilations[R - 1];
         const T* tab = fixed_ ? nullptr : st.table(f);
+        const index_t n_row = W_ * C_;
         for (index_t x = 0; x < W_; ++x)
             if (col_at_[x + 1] == col_at_[x])
-                for (index_t i = 0; i < C_; i += L) vstore(V::splat(T(0)), dst + x * C_ + std::min(i, C_ - L));
+                for (index_t c = 0; c < copies; ++c)
+                    for (index_t i = 0; i < C_; i += L) vstore(V::splat(T(0)), dst + c * n_row + x * C_ + std::min(i, C_ - L));
         for (index_t o = 0; o < Wo_; ++o) {
             V d, r;
             column_divisor(tab, o, d, r);
@@ -2000,7 +2025,8 @@ private:
                 for (index_t i = 0; i < C_; i += L) {
                     const index_t j = std::min(i, C_ - L);
                     const V q = quotient(vload(src + j));
-                    for (index_t t = 0; t < count; ++t) vstore(q, first + t * step + j);
+                    for (index_t c = 0; c < copies; ++c)
+                        for (index_t t = 0; t < count; ++t) vstore(q, first + c * n_row + t * step + j);
                 }
             };
             // A power-of-two divisor (2x2 stride 2, the common case here) divides by a
