@@ -1517,8 +1517,8 @@ public:
                 continue;
             }
             // The same covering rows as the row before (written by this call): the same
-            // values, copied (global pools: every row after the first; 2x2 stride 2: every
-            // other row).
+            // values, copied (global pools: every row after the first; 2x2 stride 2 where the
+            // direct path below does not write both rows at once: every other row).
             if (item > item_begin && nr == prev_nr && std::equal(rows, rows + nr, prev_rows) &&
                 std::equal(factor, factor + nr, prev_factor)) {
                 std::memcpy(dst, dst - W_ * C_, static_cast<std::size_t>(W_ * C_) * sizeof(M));

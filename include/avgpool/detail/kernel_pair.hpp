@@ -170,7 +170,7 @@ private:
             // 32 bytes into a line, and 64-byte stores there, split across lines, made it
             // slower than the scalars (128x56x56, harness: 48 -> 43 us; 64-byte masked
             // stores 48 -> 51).
-            if constexpr (std::is_same<T, float>::value) {
+            if constexpr (std::is_same<T, float>::value && L == 16) {
                 if (u < Wo && Wo >= L) {
                     const unsigned k = static_cast<unsigned>(Wo - u), k2 = 2 * k;  // k: 1 .. 15
                     const V v = scale_plus_zero(V{typename V::batch(masked_load(static_cast<__mmask16>((1u << k) - 1), g + u))}, sc);
