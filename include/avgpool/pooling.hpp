@@ -772,6 +772,47 @@ private:
         return true;
     }
 
+    // Outer input rows of a plane (every axis but the last): the units of the few-plane split.
+    index_t backward_rows() const noexcept {
+        index_t n = 1;
+        for (std::size_t a = 0; a + 1 < R; ++a) n *= d_.input_shape[a + 2];
+        return n;
+    }
+
+    // The channels-first kernels that split few planes by input rows, in the order backward
+    // picks them: fn gets a callable (grad_out, grad_in, plane, row_begin, row_end) whose rows
+    // come out as the whole plane's. False when none serves the plan.
+    template <class U, class Fn>
+    bool with_backward_rows_kernel(Fn&& fn) const {
+#if AVGPOOL_PERM_KERNEL
+        if constexpr (std::is_same<U, float>::value) {
+            if (detail::perm_backward_applicable<U, R>(d_)) {
+                const detail::perm_backward<R> k(d_);
+                fn([&k](const U* g, U* gi, index_t p, index_t r0, index_t r1) { k.run_rows(g, gi, p, r0, r1); });
+                return true;
+            }
+        }
+#endif
+        if (detail::pair_applicable<U, R>(d_)) {
+            const detail::pair_kernel<U, R> k(d_, detail::pool_op::average);
+            fn([&k](const U* g, U* gi, index_t p, index_t r0, index_t r1) { k.run_backward_rows(g, gi, p, r0, r1); });
+            return true;
+        }
+        if (detail::same_applicable<U, R>(d_)) {
+            const detail::same_kernel<U, R> k(d_, detail::pool_op::sum, true);
+            if (k.splits_backward_rows()) {
+                fn([&k](const U* g, U* gi, index_t p, index_t r0, index_t r1) { k.run_backward_rows(g, gi, p, r0, r1); });
+                return true;
+            }
+        }
+        if (!d_.global && detail::backward_cf_applicable<U, R>(d_)) {
+            const detail::backward_cf<U, R> k(d_);
+            fn([&k](const U* g, U* gi, index_t p, index_t r0, index_t r1) { k.run_rows(g, gi, p, r0, r1); });
+            return true;
+        }
+        return false;
+    }
+
     // 16-bit backward runs the float kernels on float copies of a few planes at a time, so each
     // element is converted once in and once out, and the kernel's traffic stays in L2.
     // Each chunk's copy is [slack][planes][slack]: the slack (zeros) lets every plane take the
@@ -857,63 +898,36 @@ status pooling<R>::run_backward(const T* grad_out, T* grad_in, const detail::exe
     }
     if constexpr (std::is_floating_point<T>::value) {
         // Few planes: blocks of input rows (as forward splits output rows), by shape only.
-        index_t outer_rows = 1;
-        for (std::size_t a = 0; a + 1 < R; ++a) outer_rows *= d_.input_shape[a + 2];
-        const detail::plane_blocks rows(items, outer_rows, input_size());
-#if AVGPOOL_PERM_KERNEL
-        if constexpr (std::is_same<T, float>::value) {
-            if (rows.split() && detail::perm_backward_applicable<T, R>(d_)) {
-                const detail::perm_backward<R> kernel(d_);
+        const detail::plane_blocks rows(items, backward_rows(), input_size());
+        if (rows.split() && with_backward_rows_kernel<T>([&](const auto& kernel) {
                 exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
-                    rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
-                        kernel.run_rows(grad_out, grad_in, plane, r0, r1);
-                    });
+                    rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) { kernel(grad_out, grad_in, plane, r0, r1); });
                 });
-                return status{};
-            }
-        }
-#endif
-        if (rows.split() && detail::pair_applicable<T, R>(d_)) {
-            const detail::pair_kernel<T, R> kernel(d_, detail::pool_op::average);
-            exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
-                rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
-                    kernel.run_backward_rows(grad_out, grad_in, plane, r0, r1);
-                });
-            });
+            }))
             return status{};
-        }
-        if (rows.split() && detail::same_applicable<T, R>(d_)) {
-            const detail::same_kernel<T, R> kernel(d_, detail::pool_op::sum, true);
-            if (kernel.splits_backward_rows()) {
-                exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
-                    rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
-                        kernel.run_backward_rows(grad_out, grad_in, plane, r0, r1);
-                    });
-                });
-                return status{};
-            }
-        }
-        if (rows.split() && !d_.global && detail::backward_cf_applicable<T, R>(d_)) {
-            const detail::backward_cf<T, R> kernel(d_);
-            exec(rows.items(), [&rows, &kernel, grad_out, grad_in](index_t b, index_t e) {
-                rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
-                    kernel.run_rows(grad_out, grad_in, plane, r0, r1);
-                });
-            });
-            return status{};
-        }
         const bool done = with_backward_kernel<T>([&](const auto& kernel) {
             exec(items, [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel(grad_out, grad_in, b, e); });
         });
         if (done) return status{};
     } else if (d_.memory_layout == layout::channels_first) {
         // grad_out planes are the staged inputs, grad_in planes the outputs.
-        const bool done = with_backward_kernel<float>([&](const auto& kernel) {
+        auto staged = [&](const auto& kernel) {
             stage_planes(grad_out, grad_in, d_.output_spatial_volume(), d_.input_spatial_volume(), exec,
                          [&kernel](const float*, const float*, const float* g, float* gi, index_t b, index_t e) {
                              kernel(g, gi, b, e);
                          });
-        });
+        };
+        // Where float splits few planes by rows, the same row kernels over whole staged planes,
+        // so that the result is float's on the same values, rounded once (with the plane
+        // kernels, which float runs on many planes, it could differ by an ulp).
+        const index_t outer = backward_rows();
+        const bool done = (detail::plane_blocks(items, outer, input_size()).split() &&
+                           with_backward_rows_kernel<float>([&](const auto& kernel) {
+                               staged([&kernel, outer](const float* g, float* gi, index_t b, index_t e) {
+                                   for (index_t plane = b; plane < e; ++plane) kernel(g, gi, plane, index_t(0), outer);
+                               });
+                           })) ||
+                          with_backward_kernel<float>(staged);
         if (done) return status{};
     }
     exec(items, [this, grad_out, grad_in](index_t b, index_t e) {
