@@ -372,10 +372,11 @@ TEST(SixteenBit, KernelsFloat16) { kernel_suite<avgpool::float16>(); }
 TEST(SixteenBit, KernelsBFloat16) { kernel_suite<avgpool::bfloat16>(); }
 
 // Few large planes, channels-first backward: float splits them by input rows (the row kernels:
-// 2x2 stride 2, same grid, permute, row); 16-bit storage runs those same kernels over whole
-// staged planes, so its result is float's on the same values rounded once, bit for bit, with
-// any executor. (Before, it ran the whole-plane kernels float runs on many planes, a float ulp
-// away: 14 of 16740 values of 1x20x12x9x9 differed in SSE2 and AVX2 builds.)
+// 2x2 stride 2, same grid, permute, row); 16-bit storage runs those same kernels on the same
+// blocks of rows (each staging its gradient plane), so its result is float's on the same
+// values rounded once, bit for bit, with any executor. (Before, it ran the whole-plane
+// kernels float runs on many planes, a float ulp away: 14 of 16740 values of 1x20x12x9x9
+// differed in SSE2 and AVX2 builds.)
 template <class H, std::size_t R>
 void split_backward_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a, std::mt19937_64& gen) {
     auto plan = avgpool::pooling<R>::create(shape, a);
@@ -386,7 +387,7 @@ void split_backward_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_
     ASSERT_TRUE(avgpool::detail::plane_blocks(planes, rows, plan->input_size()).split()) << "not the few-plane regime";
     const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), n_out = static_cast<std::size_t>(plan->output_size());
     avgpool_test::uniform<float> dist(-3.0f, 3.0f);
-    std::vector<H> g(n_out), gi(n_in), gi_pool(n_in);
+    std::vector<H> g(n_out), gi(n_in), gi_pool(n_in), gi_uneven(n_in);
     std::vector<float> gf(n_out), gif(n_in);
     for (std::size_t o = 0; o < n_out; ++o) {
         g[o] = H(dist(gen));
@@ -396,9 +397,15 @@ void split_backward_case(const avgpool::dims<R + 2>& shape, const avgpool::pool_
     ASSERT_TRUE(plan->backward(g.data(), gi.data()).ok());
     avgpool::thread_pool pool(2);
     ASSERT_TRUE(plan->backward(g.data(), gi_pool.data(), pool).ok());
+    // Uneven chunks (1 item, then 2, 3, ...): blocks of rows that start and end inside planes.
+    auto uneven = [](index_t count, const auto& fn) {
+        for (index_t b = 0, step = 1; b < count; b += step, ++step) fn(b, std::min(count, b + step));
+    };
+    ASSERT_TRUE(plan->backward(g.data(), gi_uneven.data(), uneven).ok());
     for (std::size_t i = 0; i < n_in; ++i) {
         ASSERT_EQ(H(gif[i]).bits(), gi[i].bits()) << "input " << i << ": float " << gif[i];
         ASSERT_EQ(gi[i].bits(), gi_pool[i].bits()) << "pool(2), input " << i;
+        ASSERT_EQ(gi[i].bits(), gi_uneven[i].bits()) << "uneven chunks, input " << i;
     }
 }
 

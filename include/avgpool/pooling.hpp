@@ -62,6 +62,27 @@ struct is_element
 constexpr index_t stage_elements = index_t(1) << 14;
 constexpr index_t stage_slack = 64;
 
+// A chunk's float copies: [slack][planes of src][zeros up to a line][planes of dst]. Both
+// copies start on 64-byte lines; the zeros around src are the kernels' over-reads.
+struct stage_area {
+    line_buffer<float> buf;  // not zeroed: only the slack needs it
+    float *lo = nullptr, *src = nullptr, *dst = nullptr;
+
+    stage_area(index_t planes, index_t src_plane, index_t dst_plane)
+        : buf(static_cast<std::size_t>(stage_slack + gap_end(planes, src_plane) + planes * dst_plane)) {
+        lo = buf.get();
+        src = lo + stage_slack;
+        dst = src + gap_end(planes, src_plane);
+        std::fill(lo, src, 0.0f);
+        std::fill(src + planes * src_plane, dst, 0.0f);
+    }
+
+private:
+    static index_t gap_end(index_t planes, index_t src_plane) noexcept {
+        return (planes * src_plane + stage_slack + 15) / 16 * 16;
+    }
+};
+
 inline error_info null_pointer_error(const char* name) noexcept {
     return make_error_novalue(errc::null_pointer, name, -1, "null pointer");
 }
@@ -822,18 +843,9 @@ private:
     void stage_planes(const T* src, T* dst, index_t src_plane, index_t dst_plane, const detail::exec_ref& exec, const Fn& fn) const {
         const index_t group = std::max<index_t>(1, detail::stage_elements / (src_plane + dst_plane));
         exec(d_.input_shape[0] * d_.input_shape[1], [&](index_t begin, index_t end) {
-            const index_t g = std::min(group, end - begin), slack = detail::stage_slack;
-            // Both copies start on 64-byte lines: slack is 64 floats, the gap after the staged
-            // planes rounded up to whole lines.
-            const index_t mid = (g * src_plane + slack + 15) / 16 * 16;
-            const std::size_t size = static_cast<std::size_t>(slack + mid + g * dst_plane);
-            const detail::line_buffer<float> buf(size);  // not zeroed: only the slack needs it
-            float* const lo = buf.get();
-            float* const s = lo + slack;
-            float* const hi = s + mid;
-            float* const d = hi;
-            std::fill(lo, s, 0.0f);
-            std::fill(s + g * src_plane, hi, 0.0f);
+            const index_t g = std::min(group, end - begin);
+            const detail::stage_area area(g, src_plane, dst_plane);
+            float *const lo = area.lo, *const s = area.src, *const hi = area.dst, *const d = area.dst;
             for (index_t p = begin; p < end; p += g) {
                 const index_t n = std::min(g, end - p);
                 detail::to_float(src + p * src_plane, s, static_cast<std::size_t>(n * src_plane));
@@ -917,16 +929,24 @@ status pooling<R>::run_backward(const T* grad_out, T* grad_in, const detail::exe
                              kernel(g, gi, b, e);
                          });
         };
-        // Where float splits few planes by rows, the same row kernels over whole staged planes,
-        // so that the result is float's on the same values, rounded once (with the plane
-        // kernels, which float runs on many planes, it could differ by an ulp).
-        const index_t outer = backward_rows();
-        const bool done = (detail::plane_blocks(items, outer, input_size()).split() &&
-                           with_backward_rows_kernel<float>([&](const auto& kernel) {
-                               staged([&kernel, outer](const float* g, float* gi, index_t b, index_t e) {
-                                   for (index_t plane = b; plane < e; ++plane) kernel(g, gi, plane, index_t(0), outer);
-                               });
-                           })) ||
+        // Where float splits few planes by rows, the same row kernels on the same blocks of
+        // rows, so that the result is float's on the same values, rounded once (the plane
+        // kernels, which float runs on many planes, could differ by an ulp), and few planes
+        // still use every thread. Each block stages its whole gradient plane.
+        const detail::plane_blocks rows(items, backward_rows(), input_size());
+        const bool done = (rows.split() && with_backward_rows_kernel<float>([&](const auto& kernel) {
+                              const index_t src_plane = d_.output_spatial_volume(), dst_plane = d_.input_spatial_volume();
+                              const index_t row = dst_plane / rows.rows;  // elements of an input row
+                              exec(rows.items(), [&](index_t b, index_t e) {
+                                  const detail::stage_area area(1, src_plane, dst_plane);
+                                  rows.for_each(b, e, [&](index_t plane, index_t r0, index_t r1) {
+                                      detail::to_float(grad_out + plane * src_plane, area.src, static_cast<std::size_t>(src_plane));
+                                      kernel(area.src, area.dst, index_t(0), r0, r1);
+                                      detail::from_float(area.dst + r0 * row, grad_in + plane * dst_plane + r0 * row,
+                                                         static_cast<std::size_t>((r1 - r0) * row));
+                                  });
+                              });
+                          })) ||
                           with_backward_kernel<float>(staged);
         if (done) return status{};
     }
