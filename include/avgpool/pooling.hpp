@@ -838,20 +838,19 @@ private:
     // element is converted once in and once out, and the kernel's traffic stays in L2.
     // Each chunk's copy is [slack][planes][slack]: the slack (zeros) lets every plane take the
     // same vector path whatever its position, so results do not depend on the executor.
-    // fn(lo, hi, src, dst, begin, end) runs planes [begin, end) of src (readable in [lo, hi)).
+    // fn(src, dst, begin, end) runs planes [begin, end) of the staged src into dst.
     template <class T, class Fn>
     void stage_planes(const T* src, T* dst, index_t src_plane, index_t dst_plane, const detail::exec_ref& exec, const Fn& fn) const {
         const index_t group = std::max<index_t>(1, detail::stage_elements / (src_plane + dst_plane));
         exec(d_.input_shape[0] * d_.input_shape[1], [&](index_t begin, index_t end) {
             const index_t g = std::min(group, end - begin);
             const detail::stage_area area(g, src_plane, dst_plane);
-            float *const lo = area.lo, *const s = area.src, *const hi = area.dst, *const d = area.dst;
             for (index_t p = begin; p < end; p += g) {
                 const index_t n = std::min(g, end - p);
-                detail::to_float(src + p * src_plane, s, static_cast<std::size_t>(n * src_plane));
+                detail::to_float(src + p * src_plane, area.src, static_cast<std::size_t>(n * src_plane));
                 // The planes past n (a short last group) hold the previous group's values.
-                fn(lo, hi, s, d, index_t(0), n);
-                detail::from_float(d, dst + p * dst_plane, static_cast<std::size_t>(n * dst_plane));
+                fn(static_cast<const float*>(area.src), area.dst, index_t(0), n);
+                detail::from_float(area.dst, dst + p * dst_plane, static_cast<std::size_t>(n * dst_plane));
             }
         });
     }
@@ -924,10 +923,7 @@ status pooling<R>::run_backward(const T* grad_out, T* grad_in, const detail::exe
     } else if (d_.memory_layout == layout::channels_first) {
         // grad_out planes are the staged inputs, grad_in planes the outputs.
         auto staged = [&](const auto& kernel) {
-            stage_planes(grad_out, grad_in, d_.output_spatial_volume(), d_.input_spatial_volume(), exec,
-                         [&kernel](const float*, const float*, const float* g, float* gi, index_t b, index_t e) {
-                             kernel(g, gi, b, e);
-                         });
+            stage_planes(grad_out, grad_in, d_.output_spatial_volume(), d_.input_spatial_volume(), exec, kernel);
         };
         // Where float splits few planes by rows, the same row kernels on the same blocks of
         // rows, so that the result is float's on the same values, rounded once (the plane
