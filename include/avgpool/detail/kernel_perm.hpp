@@ -439,6 +439,14 @@ AVGPOOL_ALWAYS_INLINE __m512 perm_sum(index_t n, F&& f) {
     return acc;
 }
 
+// A 16-lane table into a register, for the kernels that keep their tables in local arrays.
+// (A masked load: GCC made plain loads into such arrays a copy in 32-byte halves, then read
+// the array back whole, a failed store forward per table; 1-D calls on 16 planes of 64
+// spent a fifth of their time there.)
+AVGPOOL_ALWAYS_INLINE __m512i perm_table(const std::int32_t* at) {
+    return _mm512_maskz_loadu_epi32(__mmask16(0xffff), at);
+}
+
 // M: the storage type (float, or a 16-bit type converted in registers).
 template <std::size_t R, class M = float>
 class perm_kernel {
@@ -516,13 +524,6 @@ private:
         const std::uint16_t* const mask_all = mask_;
         const __mmask16 lo = chunks[0].lo, hi = chunks[0].hi, one = chunks[0].keep, two = two_;
         const bool pack = pack_, wide = hi != 0;
-        // The first chunk's tables in registers (the only chunk of rows up to 32).
-        __m512i idx[K > 0 ? K : 1];
-        __mmask16 m[K > 0 ? K : 1];
-        for (int t = 0; t < K; ++t) {
-            idx[t] = _mm512_loadu_si512(idx_all + 16 * t);
-            m[t] = mask_all[t];
-        }
         // The sum of tap vectors: each lane's taps in order, like the other kernels' rows.
         auto across = [&](__m512 a, __m512 b, const __m512i* ix, const __mmask16* mk) {
             if constexpr (K == 0) {
@@ -568,7 +569,7 @@ private:
                     __m512i ix[K > 0 ? K : 1];
                     __mmask16 mk[K > 0 ? K : 1];
                     for (int t = 0; t < K; ++t) {
-                        ix[t] = _mm512_loadu_si512(idx_all + (ch * K + t) * 16);
+                        ix[t] = perm_table(idx_all + (ch * K + t) * 16);
                         mk[t] = mask_all[ch * K + t];
                     }
                     if constexpr (R == 1) {
@@ -609,12 +610,20 @@ private:
                     for (index_t ch = 0; ch < nch; ++ch) {
                         const chunk& k = chunks[ch];
                         __m512i ix[K > 0 ? K : 1];
-                        for (int t = 0; t < K; ++t) ix[t] = _mm512_loadu_si512(idx_all + (ch * K + t) * 16);
+                        for (int t = 0; t < K; ++t) ix[t] = perm_table(idx_all + (ch * K + t) * 16);
                         const __m512 a = down(x, r, k.lo, k.base), b = k.hi != 0 ? down(x, r, k.hi, k.base + 16) : z;
                         finish(y, across(a, b, ix, mask_all + ch * K), r, k.o0, k.keep);
                     }
             }
             return;
+        }
+        // The only chunk's tables in registers (loaded here: the chunked paths above have
+        // their own).
+        __m512i idx[K > 0 ? K : 1];
+        __mmask16 m[K > 0 ? K : 1];
+        for (int t = 0; t < K; ++t) {
+            idx[t] = perm_table(idx_all + 16 * t);
+            m[t] = mask_all[t];
         }
         if (kd_ > 0) {
             // Slices first (perm_slices_first): per first-axis output od, its window's input
@@ -842,7 +851,7 @@ private:
             __mmask16 m[2][K];
             for (int h = 0; h < 2; ++h)
                 for (int j = 0; j < K; ++j) {
-                    idx[h][j] = h < nv ? _mm512_loadu_si512(idx_ + (h * K + j) * 16) : _mm512_setzero_si512();
+                    idx[h][j] = h < nv ? perm_table(idx_ + (h * K + j) * 16) : _mm512_setzero_si512();
                     m[h][j] = h < nv ? mask_[h * K + j] : 0;
                 }
             const __mmask16 lo = store_[0], hi = nv > 1 ? store_[1] : 0;
@@ -891,7 +900,7 @@ private:
         // Column vector h's lane tables, into registers.
         auto tables = [&](index_t h, __m512i* ix, __mmask16* m) {
             for (int j = 0; j < K; ++j) {
-                ix[j] = _mm512_loadu_si512(idx_ + (h * K + j) * 16);
+                ix[j] = perm_table(idx_ + (h * K + j) * 16);
                 m[j] = mask_[h * K + j];
             }
         };
@@ -949,7 +958,7 @@ private:
         __m512i idx[K], idx2[K];
         __mmask16 m[K], m2[K];
         for (int j = 0; j < K; ++j) {
-            idx[j] = _mm512_loadu_si512(idx_ + j * 16);
+            idx[j] = perm_table(idx_ + j * 16);
             m[j] = mask_[j];
             // 128-bit blocks 0, 1, 0, 1 (the zero-masked form: GCC 12 warns of the unmasked one)
             const __m512i both = _mm512_maskz_shuffle_i32x4(0xffff, idx[j], idx[j], 0x44);
@@ -1174,8 +1183,8 @@ private:
         const __m512 scale = rdiv != nullptr ? _mm512_maskz_loadu_ps(keep, rdiv) : _mm512_set1_ps(1.0f);
         __m512i hi[NH][perm_max_taps], vi[perm_max_taps];
         for (index_t t = 0; t < kh; ++t)
-            for (int k = 0; k < NH; ++k) hi[k][t] = _mm512_loadu_si512(t_.idx_ + (k * perm_max_taps + t) * 16);
-        for (index_t t = 0; t < kv; ++t) vi[t] = _mm512_loadu_si512(t_.vidx_ + t * 16);
+            for (int k = 0; k < NH; ++k) hi[k][t] = perm_table(t_.idx_ + (k * perm_max_taps + t) * 16);
+        for (index_t t = 0; t < kv; ++t) vi[t] = perm_table(t_.vidx_ + t * 16);
         // Locals, so that they stay in mask registers (the stores may alias the members).
         const __mmask16 lm[4] = {t_.lmask_[0], t_.lmask_[1], t_.lmask_[2], t_.lmask_[3]};
         const index_t base[2] = {t_.hbase_[0], t_.hbase_[1]};
@@ -1209,8 +1218,8 @@ private:
         const __m512 scale = rdiv != nullptr ? _mm512_maskz_loadu_ps(keep, rdiv) : _mm512_set1_ps(1.0f);
         __m512i ia[perm_max_taps], ib[perm_max_taps];
         for (index_t t = 0; t < kh; ++t) {
-            ia[t] = _mm512_loadu_si512(t_.idx_ + t * 16);
-            ib[t] = _mm512_loadu_si512(t_.idx_ + (perm_max_taps + t) * 16);
+            ia[t] = perm_table(t_.idx_ + t * 16);
+            ib[t] = perm_table(t_.idx_ + (perm_max_taps + t) * 16);
         }
         for (index_t c = c0; c < c1; ++c) {
             // The plane's address as an integer: the shifted loads' masked-off lanes may lie
@@ -1326,7 +1335,7 @@ private:
         const __m512 scale = _mm512_maskz_loadu_ps(keep, rdiv_);
         __m512i ri[2][perm_max_taps];
         for (index_t j = 0; j < cv; ++j)
-            for (int k = 0; k < 2; ++k) ri[k][j] = _mm512_loadu_si512(ridx_ + (k * perm_max_taps + j) * 16);
+            for (int k = 0; k < 2; ++k) ri[k][j] = perm_table(ridx_ + (k * perm_max_taps + j) * 16);
         const __m512 zero = _mm512_setzero_ps();
         for (index_t c = c0; c < c1; ++c) {
             // (+ 0: a -0 gradient adds +0, as the reference's sums from +0 do.)
