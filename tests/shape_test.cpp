@@ -167,6 +167,31 @@ TEST(Accuracy, MeanOfManyOnesIsExactlyOne) {
     EXPECT_EQ(y, 1.0f);
 }
 
+// Windows of thousands of double taps, on the reference path (no fast kernel lists that many
+// rows): the sums must stay inside DESIGN.md's bound, 4 * (k_1 + ... + k_R) * eps * sum|x| /
+// divisor, forward and backward. A plain double sum there was 3624 units off for 21600 taps of
+// 0.1 (bound 408) and 285 for 1800 gradient shares (bound 172).
+TEST(Accuracy, ReferencePathDoubleLargeWindows) {
+    constexpr double eps = 0x1p-53;
+    auto adaptive = avgpool::pooling<3>::create_adaptive({1, 1, 60, 60, 12}, {1, 2, 1});  // windows 60x30x12
+    ASSERT_TRUE(adaptive.ok());
+    std::vector<double> x(static_cast<std::size_t>(adaptive->input_size()), 0.1), y(2, -1.0);
+    ASSERT_TRUE(adaptive->forward(x.data(), y.data()).ok());
+    for (double v : y) EXPECT_LE(std::fabs(v - 0.1), 4.0 * (60 + 30 + 12) * eps * 0.1) << v;
+
+    avgpool::pool_attrs<3> a;
+    a.kernel = {20, 18, 5};
+    a.auto_pad = avgpool::pad_type::same_upper;
+    a.divisor = avgpool::divisor_type::include_pad;  // every divisor 20 * 18 * 5 = 1800
+    auto plan = avgpool::pooling<3>::create({1, 1, 20, 18, 5}, a);
+    ASSERT_TRUE(plan.ok());
+    std::vector<double> g(static_cast<std::size_t>(plan->output_size()), 1.0), gi(static_cast<std::size_t>(plan->input_size()), 0.0);
+    ASSERT_TRUE(plan->backward(g.data(), gi.data()).ok());
+    // Input (10, 9, 2) is tapped by every window: 1800 shares of 1 / 1800, sum|share| = 1.
+    const double mid = gi[(10 * 18 + 9) * 5 + 2];
+    EXPECT_LE(std::fabs(mid - 1.0), 4.0 * (20 + 18 + 5) * eps) << mid;
+}
+
 // Rank 4 (and beyond) runs through the same core.
 TEST(Ranks, FourSpatialAxes) {
     avgpool::pool_attrs<4> a;

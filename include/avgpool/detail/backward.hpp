@@ -29,7 +29,8 @@ AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 /// Reference: gathers, for each input, the shares of the outputs whose windows tap it
-/// (through the per-axis cover tables), summed in double and stored once. Any rank, either
+/// (through the per-axis cover tables), summed in double (compensated for double values:
+/// reference_sum) and stored once. Any rank, either
 /// layout, any element type (16-bit storage is rounded once).
 template <class T, std::size_t R>
 void reference_backward(const plan_data<R>& p, const T* grad_out, T* grad_in, index_t item_begin,
@@ -55,7 +56,7 @@ void reference_backward(const plan_data<R>& p, const T* grad_out, T* grad_in, in
                 none = none || cv[a]->count == 0;
                 in_off += x[a] * ist[a];
             }
-            double acc = 0.0;
+            reference_sum<T> acc;  // (compensated for double: reference.hpp)
             if (!none) {
                 index_t t[R] = {};  // offsets into each axis's candidate outputs
                 for (;;) {
@@ -74,7 +75,7 @@ void reference_backward(const plan_data<R>& p, const T* grad_out, T* grad_in, in
                     if (tap) {
                         bool empty = false;
                         const double div = window_divisor<R>(p, w, empty);
-                        if (!empty) acc += to_double(go[out_off]) / div;
+                        if (!empty) acc.add(to_double(go[out_off]) / div);
                     }
                     std::size_t a = R;
                     while (a-- > 0) {
@@ -84,7 +85,7 @@ void reference_backward(const plan_data<R>& p, const T* grad_out, T* grad_in, in
                     if (a == static_cast<std::size_t>(-1)) break;  // every counter wrapped
                 }
             }
-            gi[in_off] = from_double<T>(acc);
+            gi[in_off] = from_double<T>(acc.value());
             for (std::size_t a = R; a-- > 0;) {
                 if (++x[a] < ish[a]) break;
                 x[a] = 0;
