@@ -507,24 +507,20 @@ private:
             }
     }
 
-    // 1 / divisor for each output of a plane, rounded to nearest in float and in double (what
-    // the correction to a correctly rounded quotient needs), and the divisors; an empty
-    // window's 0 made 1 (0 * 1 = 0) or kept under empty_window_nan (0 * inf = NaN); padded
-    // with 1s for whole-vector reads.
+    // 1 / divisor for each output of a plane (the divisor in double, the quotient rounded once),
+    // an empty window's 0 made 1 (0 * 1 = 0) or kept under empty_window_nan (0 * inf = NaN);
+    // padded with 1s for whole-vector reads.
     void build_plane_reciprocals() {
         const pool_geometry<R>& g = d_.geometry;
         const std::size_t n = static_cast<std::size_t>(d_.output_spatial_volume()), pad = 64;
         d_.plane_rdiv_f.assign(n + pad, 1.0f);
         d_.plane_rdiv_d.assign(n + pad, 1.0);
-        d_.plane_div_f.assign(n + pad, 1.0f);
-        d_.plane_div_d.assign(n + pad, 1.0);
-        bool exact = true;
         // Row by row, each reciprocal divided only when the divisor changes: per output, the
         // index arithmetic and the division took 230 of a 224x224 plan's 530 us.
         const index_t Wo = g.output[R - 1];
         const std::size_t rows = n / static_cast<std::size_t>(Wo);
         double prev = -1.0, rd = 1.0;
-        float rf = 1.0f, df = 1.0f;
+        float rf = 1.0f;
         for (std::size_t r = 0; r < rows; ++r) {
             const detail::window* w[R];
             index_t rest = static_cast<index_t>(r);
@@ -540,20 +536,13 @@ private:
                 if (eff != prev) {
                     prev = eff;
                     rd = 1.0 / eff;
-                    df = static_cast<float>(eff);
-                    // Rounded once in float where the divisor is a float (not 1 / eff rounded
-                    // to double, then to float: twice).
-                    rf = static_cast<double>(df) == eff ? 1.0f / df : static_cast<float>(rd);
-                    exact = exact && (eff == 0.0 || detail::power_of_two(eff));
+                    rf = static_cast<float>(rd);
                 }
                 const std::size_t i = r * static_cast<std::size_t>(Wo) + static_cast<std::size_t>(o);
                 d_.plane_rdiv_f[i] = rf;
                 d_.plane_rdiv_d[i] = rd;
-                d_.plane_div_f[i] = df;
-                d_.plane_div_d[i] = eff;
             }
         }
-        d_.plane_rdiv_exact = exact;
         // Rows 1 .. H - 2 alike (the float grid is rounded from the double one, so it follows).
         if constexpr (R == 2) {
             const index_t H = g.output[0], W = g.output[1];

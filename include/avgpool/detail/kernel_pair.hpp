@@ -58,11 +58,8 @@ public:
         Ho_ = g.output[0];
         Wo_ = g.output[1];
         const double div = p.divisor_override > 0 ? static_cast<double>(p.divisor_override) : 4.0;
-        // 1/4 is exact, so one multiply is the quotient; an override's quotient is corrected to
-        // the correctly rounded one (divide_rounded), as every kernel's.
-        div_ = static_cast<T>(div);
-        scale_ = op == pool_op::sum ? T(1) : T(1) / div_;
-        exact_ = op == pool_op::sum || power_of_two(div_);
+        // 1/4 is exact; an override's reciprocal is within an ulp, inside the accuracy bound.
+        scale_ = op == pool_op::sum ? T(1) : static_cast<T>(1.0 / div);
         bscale_ = static_cast<T>(1.0 / div);
     }
 
@@ -92,9 +89,8 @@ private:
         // Everything in locals: the vector stores may alias members, which would reload them
         // for every row (14x14 planes: 72 instructions a row, 40 of them bookkeeping).
         const index_t W = W_, Wo = Wo_;
-        const T scale = scale_, div = div_;
-        const bool exact = exact_;
-        const V sc = V::splat(scale), dv = V::splat(div);
+        const T scale = scale_;
+        const V sc = V::splat(scale);
         const M* top = src + 2 * r0 * W;
         M* dst = dst0 + r0 * Wo;
         for (index_t r = r0; r < r1; ++r, top += 2 * W, dst += Wo) {
@@ -105,7 +101,7 @@ private:
                 if (in_end - (bot + x) < 2 * L) break;  // over-reads must stay in the input
                 V e, o;
                 deinterleave2(vload(top + x) + vload(bot + x), vload(top + x + L) + vload(bot + x + L), e, o);
-                const V v = rounded_quotient(exact, e + o, dv, sc);  // (+ 0: see plus_zero)
+                const V v = scale_plus_zero(e + o, sc);  // (+ 0: see plus_zero)
                 if (dst + u + L <= out_end) {
                     vstore(v, dst + u);  // a spill past the row is overwritten by later rows
                 } else {  // never past this call's outputs
@@ -114,7 +110,7 @@ private:
             }
             for (; u < Wo; ++u) {
                 const T a = sload(top[2 * u]) + sload(bot[2 * u]), b = sload(top[2 * u + 1]) + sload(bot[2 * u + 1]);
-                sstore((exact ? (a + b) * scale : (a + b) / div) + T(0), dst + u);
+                sstore((a + b) * scale + T(0), dst + u);
             }
         }
     }
@@ -210,8 +206,7 @@ private:
 
     const plan_data<R>& p_;
     index_t H_ = 0, W_ = 0, Ho_ = 0, Wo_ = 0;
-    T scale_ = T(1), div_ = T(4), bscale_ = T(1);
-    bool exact_ = true;  // scale_ is exact (sums, or a power-of-two divisor)
+    T scale_ = T(1), bscale_ = T(1);
 };
 
 }  // namespace detail

@@ -447,12 +447,6 @@ AVGPOOL_ALWAYS_INLINE __m512i perm_table(const std::int32_t* at) {
     return _mm512_maskz_loadu_epi32(__mmask16(0xffff), at);
 }
 
-// a / d, correctly rounded for every normal result, from r = 1 / d rounded to nearest
-// (divide_rounded, as every kernel's quotient).
-AVGPOOL_ALWAYS_INLINE __m512 perm_quotient(__m512 a, __m512 d, __m512 r) {
-    return divide_rounded(vec<float>{a}, vec<float>{d}, vec<float>{r}).v;
-}
-
 // M: the storage type (float, or a 16-bit type converted in registers).
 template <std::size_t R, class M = float>
 class perm_kernel {
@@ -523,9 +517,6 @@ private:
     void rows(const M* in, M* out, index_t c0, index_t c1, index_t r0, index_t r1) const {
         // Everything in locals: the stores may alias any member as far as the compiler knows.
         const float* const rdiv = average_ ? p_.template plane_reciprocals<float>() : nullptr;
-        const float* const ddiv = p_.template plane_divisors<float>();
-        // Sums, or divisors all powers of two: one multiply is the quotient (else corrected).
-        const bool exact = rdiv == nullptr || p_.plane_rdiv_exact;
         const index_t* const off = kd_ > 0 ? p_.perm_hrows.data() : p_.perm_rows.data();
         const index_t Wo = Wo_, kv = V > 0 ? V : kv_, xs = xs_, os = os_, nch = nch_;
         const chunk* const chunks = chunks_.data();
@@ -549,8 +540,7 @@ private:
             // (+ 0, fused into the scaling: see plus_zero.)
             const __m512 zero = _mm512_setzero_ps();
             if (rdiv != nullptr) {
-                const __m512 rv = _mm512_maskz_loadu_ps(keep, rdiv + r * Wo + o0);
-                v = exact ? _mm512_fmadd_ps(v, rv, zero) : perm_quotient(v, _mm512_maskz_loadu_ps(keep, ddiv + r * Wo + o0), rv);
+                v = _mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(keep, rdiv + r * Wo + o0), zero);
             } else {
                 v = _mm512_add_ps(v, zero);
             }
@@ -589,13 +579,11 @@ private:
                         if (r0 >= r1) return;  // an empty row range writes nothing
                         if (off[0] >= 0) {
                             const __m512 scale = rdiv != nullptr ? _mm512_maskz_loadu_ps(k.keep, rdiv + k.o0) : _mm512_set1_ps(1.0f);
-                            const __m512 dv = _mm512_maskz_loadu_ps(k.keep, ddiv + k.o0);
                             const M* x = in + cb * xs + off[0] + k.base;
                             M* y = out + cb * os + k.o0;
                             for (index_t c = cb; c < ce; ++c, x += xs, y += os) {
                                 const __m512 a = masked_load(k.lo, x), b = k.hi != 0 ? masked_load(k.hi, x + 16) : z;
-                                const __m512 v = across(a, b, ix, mk);
-                                masked_store(y, k.keep, exact ? _mm512_fmadd_ps(v, scale, z) : perm_quotient(v, dv, scale));
+                                masked_store(y, k.keep, _mm512_fmadd_ps(across(a, b, ix, mk), scale, z));
                             }
                             continue;
                         }
@@ -703,13 +691,11 @@ private:
             if (r0 >= r1) return;  // (the one row; run_rows may ask for none)
             const __m512 zero = _mm512_setzero_ps();
             const __m512 rd = rdiv != nullptr ? _mm512_maskz_loadu_ps(one, rdiv) : zero;
-            const __m512 dv = _mm512_maskz_loadu_ps(one, ddiv);
             for (index_t c = c0; c < c1; ++c) {
                 const M* const x = in + c * xs;
                 const __m512 v = across(down(x, 0, lo, 0), wide ? down(x, 0, hi, 16) : z, idx, m);
                 // (+ 0, fused into the scaling: see plus_zero.)
-                masked_store(out + c * os, one,
-                             rdiv == nullptr ? _mm512_add_ps(v, zero) : exact ? _mm512_fmadd_ps(v, rd, zero) : perm_quotient(v, dv, rd));
+                masked_store(out + c * os, one, rdiv != nullptr ? _mm512_fmadd_ps(v, rd, zero) : _mm512_add_ps(v, zero));
             }
             return;
         }
@@ -1195,8 +1181,6 @@ private:
         const index_t kv = KV > 0 ? KV : t_.kv_, kh = KH > 0 ? KH : t_.kh_, xs = t_.xs_, os = t_.os_;
         const __mmask16 keep = t_.keep_;
         const __m512 scale = rdiv != nullptr ? _mm512_maskz_loadu_ps(keep, rdiv) : _mm512_set1_ps(1.0f);
-        const __m512 dv = _mm512_maskz_loadu_ps(keep, p_.template plane_divisors<float>());
-        const bool exact = rdiv == nullptr || p_.plane_rdiv_exact;  // (as perm_kernel's)
         __m512i hi[NH][perm_max_taps], vi[perm_max_taps];
         for (index_t t = 0; t < kh; ++t)
             for (int k = 0; k < NH; ++k) hi[k][t] = perm_table(t_.idx_ + (k * perm_max_taps + t) * 16);
@@ -1219,8 +1203,8 @@ private:
             });
             if constexpr (NH == 1) h[1] = _mm512_setzero_ps();
             __m512 acc = perm_sum<KV>(kv, [&](index_t t) { return perm(t_.vmask_[t], h[0], vi[t], h[1]); });
-            // (+ 0, fused into the scaling: see plus_zero; scale is 1 for sums.)
-            acc = exact ? _mm512_fmadd_ps(acc, scale, _mm512_setzero_ps()) : perm_quotient(acc, dv, scale);
+            // (+ 0, fused into the scaling: see plus_zero.)
+            acc = _mm512_fmadd_ps(acc, scale, _mm512_setzero_ps());  // (scale is 1 for sums)
             masked_store(out + c * os, keep, acc);
         }
     }
@@ -1232,8 +1216,6 @@ private:
         const index_t kv = KV > 0 ? KV : t_.kv_, kh = KH > 0 ? KH : t_.kh_, xs = t_.xs_, os = t_.os_;
         const __mmask16 keep = t_.keep_;
         const __m512 scale = rdiv != nullptr ? _mm512_maskz_loadu_ps(keep, rdiv) : _mm512_set1_ps(1.0f);
-        const __m512 dv = _mm512_maskz_loadu_ps(keep, p_.template plane_divisors<float>());
-        const bool exact = rdiv == nullptr || p_.plane_rdiv_exact;  // (as perm_kernel's)
         __m512i ia[perm_max_taps], ib[perm_max_taps];
         for (index_t t = 0; t < kh; ++t) {
             ia[t] = perm_table(t_.idx_ + t * 16);
@@ -1259,8 +1241,8 @@ private:
                 return _mm512_add_ps(a, _mm512_maskz_permutex2var_ps(t_.hmask_[perm_max_taps + t], sv[2], ib[t], sv[3]));
             };
             __m512 acc = perm_sum<KH>(kh, hsum);
-            // (+ 0, fused into the scaling: see plus_zero; scale is 1 for sums.)
-            acc = exact ? _mm512_fmadd_ps(acc, scale, _mm512_setzero_ps()) : perm_quotient(acc, dv, scale);
+            // (+ 0, fused into the scaling: see plus_zero.)
+            acc = _mm512_fmadd_ps(acc, scale, _mm512_setzero_ps());  // (scale is 1 for sums)
             masked_store(out + c * os, keep, acc);
         }
     }

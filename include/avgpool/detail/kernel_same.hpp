@@ -8,11 +8,11 @@
 // - horizontal pass: hs[i] = sum over taps j of in[i + j - pad_left], each tap ANDed with a
 //   per-position mask that drops reads wrapping into the neighbouring row (or plane); the
 //   masks are built once per plan, for a whole plane when it is small, else for one row;
-// - vertical pass: out[i] = (sum over taps t of hs[i + t * W]) / divisor[i], with hs stored
+// - vertical pass: out[i] = (sum over taps t of hs[i + t * W]) * (1 / divisor[i]), with hs stored
 //   between zero rows for the padding, so it is full-width vector code with no edge cases.
-// The sum is separable (a window's rows summed along w, then along h). The quotient is the
-// correctly rounded one, from the reciprocal and one correction (divide_rounded: a division
-// costs as much as the rest of the arithmetic here), so the mean of equal values is that value.
+// The sum is separable (a window's rows summed along w, then along h). The reciprocal multiply
+// (a divide costs as much as the rest of the arithmetic here) adds at most about an ulp, well
+// inside the accuracy bound.
 #ifndef AVGPOOL_DETAIL_KERNEL_SAME_HPP
 #define AVGPOOL_DETAIL_KERNEL_SAME_HPP
 
@@ -115,8 +115,6 @@ public:
         stride_ = m_ + 64;  // the slack build_same_masks() leaves per tap
         masks_ = p.template same_masks<T>(transpose);
         rgrid_ = p.template plane_reciprocals<T>();
-        dgrid_ = p.template plane_divisors<T>();
-        exact_ = p.plane_rdiv_exact;
         narrow8_ = narrow8_supported() && W_ == 8 && H_ % 2 == 0 && kh_ == 3 && kw_ == 3 && pt_ == 1 && pl_ == 1;
         flat3_ = !narrow8_ && narrow8_supported() && flat3_storage() && !p.same_kmask.empty();
         strip3_ = !narrow8_ && !flat3_ && L >= 4 && W_ >= L && kh_ == 3 && kw_ == 3 && pt_ == 1 && pl_ == 1;
@@ -306,7 +304,7 @@ private:
                     __m512 acc = _mm512_add_ps(_mm512_add_ps(left, vcur), right);
                     // (+ 0: see plus_zero; backward's scaled shares already are.)
                     if (average) {
-                        acc = rounded_quotient(exact_, V{acc}, V::load(dgrid_ + 16 * j), V::load(rgrid_ + 16 * j)).v;
+                        acc = _mm512_fmadd_ps(acc, _mm512_loadu_ps(rgrid_ + 16 * j), zero);
                     } else if constexpr (!Scaled) {
                         acc = _mm512_add_ps(acc, zero);
                     }
@@ -364,8 +362,6 @@ private:
             const __m512i down_idx = _mm512_add_epi32(lane, _mm512_set1_epi32(static_cast<int>(r)));
             const bool average = !Scaled && op_ == pool_op::average;
             const T* const rgrid = rgrid_;
-            const T* const dgrid = dgrid_;
-            const bool exact = exact_;
             const std::uint16_t* const km = p_.same_kmask.data();
             const __mmask16 tail = static_cast<__mmask16>(n % 16 == 0 ? 0xffffu : (1u << (n % 16)) - 1u);
             constexpr int NH = 2 * Q + 3;  // H[j - Q - 1] .. H[j + Q + 1]
@@ -410,15 +406,14 @@ private:
                     if (j + 1 < nv) {
                         // (+ 0: see plus_zero; backward's scaled shares already are.)
                         if (average) {
-                            acc = rounded_quotient(exact, V{acc}, V::load(dgrid + 16 * j), V::load(rgrid + 16 * j)).v;
+                            acc = _mm512_fmadd_ps(acc, _mm512_loadu_ps(rgrid + 16 * j), zero);
                         } else if constexpr (!Scaled) {
                             acc = _mm512_add_ps(acc, zero);
                         }
                         vstore(V{acc}, y + 16 * j);
                     } else {
                         if (average) {
-                            acc = rounded_quotient(exact, V{acc}, V{_mm512_maskz_loadu_ps(tail, dgrid + 16 * j)},
-                                           V{_mm512_maskz_loadu_ps(tail, rgrid + 16 * j)}).v;
+                            acc = _mm512_fmadd_ps(acc, _mm512_maskz_loadu_ps(tail, rgrid + 16 * j), zero);
                         } else if constexpr (!Scaled) {
                             acc = _mm512_add_ps(acc, zero);
                         }
@@ -488,13 +483,9 @@ private:
         // Taps 0 and 2 of the strip's lanes (the masks describe row 0 of the plane or a row).
         const V ml = V::load(masks_ + c), mr = V::load(masks_ + 2 * stride_ + c);
         const T* const g0 = rgrid_ + c;
-        const T* const d0 = dgrid_ + c;
-        const bool exact = exact_;
-        // The rows between the first and the last share their reciprocals and divisors (checked
-        // with the plan).
+        // The rows between the first and the last share their reciprocals (checked with the plan).
         const bool hoist = p_.plane_rdiv_inner_rows;
         const V first = V::load(g0), inner = hoist ? V::load(g0 + W) : zero, last = V::load(g0 + (H - 1) * W);
-        const V dfirst = V::load(d0), dinner = hoist ? V::load(d0 + W) : zero, dlast = V::load(d0 + (H - 1) * W);
         // Rows r with r + 2 < H: the row two below exists.
         const index_t body_end = std::min(r1, H - 2);
         for (index_t k = 0; k < count; ++k) {
@@ -516,10 +507,10 @@ private:
             };
             V hu = r0 > 0 ? hrow(r0 - 1) : zero, hm = hrow(r0), hd = r0 + 1 < H ? hrow(r0 + 1) : zero;
             E* o = dst0 + k * n + r0 * W + c;
-            // Output row r with divisors dv and reciprocals rec, then the window slides down a row.
-            auto emit = [&](V dv, V rec) AVGPOOL_INLINE_LAMBDA {
+            // Output row r with reciprocals rec, then the window slides down a row.
+            auto emit = [&](V rec) AVGPOOL_INLINE_LAMBDA {
                 const V acc = (hu + hm) + hd;
-                vstore(average ? rounded_quotient(exact, acc, dv, rec) : plus_zero(acc), o);
+                vstore(average ? scale_plus_zero(acc, rec) : plus_zero(acc), o);
                 o += W;
                 hu = hm;
                 hm = hd;
@@ -527,26 +518,27 @@ private:
             index_t r = r0;
             if (hoist) {  // (H >= 3)
                 if (r == 0) {
-                    emit(dfirst, first);
+                    emit(first);
                     hd = hrow(2);
                     ++r;
                 }
                 for (; r < body_end; ++r) {
-                    emit(dinner, inner);
+                    emit(inner);
                     hd = hrow(r + 2);
                 }
                 for (; r < r1; ++r) {
-                    emit(r == H - 1 ? dlast : dinner, r == H - 1 ? last : inner);
+                    emit(r == H - 1 ? last : inner);
                     hd = zero;
                 }
                 continue;
             }
-            for (index_t at = r * W; r < body_end; ++r, at += W) {
-                emit(V::load(d0 + at), V::load(g0 + at));
+            const T* g = g0 + r * W;
+            for (; r < body_end; ++r, g += W) {
+                emit(V::load(g));
                 hd = hrow(r + 2);
             }
-            for (index_t at = r * W; r < r1; ++r, at += W) {
-                emit(V::load(d0 + at), V::load(g0 + at));
+            for (; r < r1; ++r, g += W) {
+                emit(V::load(g));
                 hd = r + 2 < H ? hrow(r + 2) : zero;
             }
         }
@@ -664,9 +656,7 @@ private:
     void vpair(const T* hs, E* out, index_t r) const {
         const bool average = op_ == pool_op::average;
         const index_t W = W_, base = r * W;
-        const T* const rgrid = rgrid_;  // locals: the stores may alias the members
-        const T* const dgrid = dgrid_;
-        const bool exact = exact_;
+        const T* const rgrid = rgrid_;  // a local: the stores may alias the member
         for (index_t c = 0; c < W; c += L) {
             const index_t i = base + std::min(c, W - L);
             const T* h = hs + i;
@@ -676,8 +666,8 @@ private:
             if constexpr ((Which & 1) != 0) first = V::load(h) + shared;
             if constexpr ((Which & 2) != 0) second = shared + V::load(h + K * W);
             if (average) {
-                if constexpr ((Which & 1) != 0) first = rounded_quotient(exact, first, V::load(dgrid + i), V::load(rgrid + i));
-                if constexpr ((Which & 2) != 0) second = rounded_quotient(exact, second, V::load(dgrid + i + W), V::load(rgrid + i + W));
+                if constexpr ((Which & 1) != 0) first = scale_plus_zero(first, V::load(rgrid + i));
+                if constexpr ((Which & 2) != 0) second = scale_plus_zero(second, V::load(rgrid + i + W));
             } else {
                 first = plus_zero(first);
                 second = plus_zero(second);
@@ -761,12 +751,10 @@ private:
         const bool average = op_ == pool_op::average;
         const index_t W = W_;
         const T* const rgrid = rgrid_;
-        const T* const dgrid = dgrid_;
-        const bool exact = exact_;
         auto at = [&](index_t i) {
             V acc = V::load(hs + i);
             for (int t = 1; t < K; ++t) acc = acc + V::load(hs + i + t * W);
-            return average ? rounded_quotient(exact, acc, V::load(dgrid + i), V::load(rgrid + i)) : plus_zero(acc);  // (see plus_zero)
+            return average ? scale_plus_zero(acc, V::load(rgrid + i)) : plus_zero(acc);  // (see plus_zero)
         };
         index_t i = i0;
         for (; i + L <= i1; i += L) vstore(at(i), out + i);
@@ -784,8 +772,6 @@ private:
     index_t H_ = 0, W_ = 0, kh_ = 1, kw_ = 1, pt_ = 0, pl_ = 0, n_ = 0, m_ = 0, stride_ = 0;
     const T* masks_ = nullptr;
     const T* rgrid_ = nullptr;
-    const T* dgrid_ = nullptr;  // the divisors (the correction to a correctly rounded quotient)
-    bool exact_ = false;        // rgrid_ is exact (powers of two): one multiply is the quotient
     bool narrow8_ = false;  // narrow8() runs the forward pass
     bool flat3_ = false;    // flat3() does (for float storage)
     bool strip3_ = false;   // strip3() does

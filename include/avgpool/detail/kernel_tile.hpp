@@ -213,7 +213,7 @@ private:
     }
 
     // Axis ax from its input extent to its output extent; axes before it are already reduced.
-    // The last axis also divides (the correctly rounded quotient by each output's divisor).
+    // The last axis also divides (times the reciprocal of each output's divisor).
     void reduce(std::size_t ax, const T* src, T* dst, index_t P) const {
         const pool_geometry<R>& g = p_.geometry;
         index_t outer = 1, inner = 1;
@@ -222,22 +222,20 @@ private:
         const window* w = p_.axis(ax);
         const bool divide = average_ && ax + 1 == R;
         const T* rdiv = p_.template plane_reciprocals<T>();
-        const T* ddiv = p_.template plane_divisors<T>();
-        const bool exact = p_.plane_rdiv_exact;
         const index_t row = inner * P;  // elements per position of axis ax
         for (index_t u = 0; u < outer; ++u) {
             const T* s = src + u * X * row;
             for (index_t o = 0; o < O; ++o) {
                 T* out = dst + (u * O + o) * row;
                 const T* first = s + w[o].first * row;
-                const quotient_of q{divide, exact, divide ? ddiv[u * O + o] : T(1), divide ? rdiv[u * O + o] : T(1)};
+                const T scale = divide ? rdiv[u * O + o] : T(1);
                 switch (w[o].count) {  // unrolled for the common counts
-                    case 0: taps<0>(first, 0, d * row, row, q, out); break;
-                    case 1: taps<1>(first, 1, d * row, row, q, out); break;
-                    case 2: taps<2>(first, 2, d * row, row, q, out); break;
-                    case 3: taps<3>(first, 3, d * row, row, q, out); break;
-                    case 4: taps<4>(first, 4, d * row, row, q, out); break;
-                    default: taps<-1>(first, w[o].count, d * row, row, q, out); break;
+                    case 0: taps<0>(first, 0, d * row, row, divide, scale, out); break;
+                    case 1: taps<1>(first, 1, d * row, row, divide, scale, out); break;
+                    case 2: taps<2>(first, 2, d * row, row, divide, scale, out); break;
+                    case 3: taps<3>(first, 3, d * row, row, divide, scale, out); break;
+                    case 4: taps<4>(first, 4, d * row, row, divide, scale, out); break;
+                    default: taps<-1>(first, w[o].count, d * row, row, divide, scale, out); break;
                 }
             }
         }
@@ -257,20 +255,13 @@ private:
         }
     }
 
-    // What taps() does with a sum: divide it by div (given its reciprocal rec; exact: rec is
-    // exact, one multiply), or not.
-    struct quotient_of {
-        bool divide, exact;
-        T div, rec;
-    };
-
-    // out[j] = sum over t < n of first[t * step + j] (over q.div), for j < len in vectors.
+    // out[j] = sum over t < n of first[t * step + j] (times scale), for j < len in vectors.
     template <int N>
-    static void taps(const T* first, index_t n, index_t step, index_t len, const quotient_of& q, T* out) noexcept {
-        const V d = V::splat(q.div), r = V::splat(q.rec);
+    static void taps(const T* first, index_t n, index_t step, index_t len, bool divide, T scale, T* out) noexcept {
+        const V f = V::splat(scale);
         for (index_t j = 0; j < len; j += L) {
             const V acc = sum_taps<N>(n, [&](index_t t) { return first + t * step + j; });
-            (q.divide ? rounded_quotient(q.exact, acc, d, r) : plus_zero(acc)).store(out + j);  // (see plus_zero)
+            (divide ? scale_plus_zero(acc, f) : plus_zero(acc)).store(out + j);  // (see plus_zero)
         }
     }
 

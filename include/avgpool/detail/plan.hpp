@@ -101,13 +101,6 @@ struct plan_data {
     // in flat_div), for the same-grid and tile kernels; empty when neither applies.
     std::vector<float> plane_rdiv_f;
     std::vector<double> plane_rdiv_d;
-    // The divisors themselves (the same layout; an empty window's 1, or 0 under
-    // empty_window_nan), for the correction that makes a quotient correctly rounded.
-    std::vector<float> plane_div_f;
-    std::vector<double> plane_div_d;
-    // Whether every one of those divisors is a power of two (or 0): then the reciprocals are
-    // exact and one multiply is already the correctly rounded quotient.
-    bool plane_rdiv_exact = false;
     // R = 2: whether rows 1 .. H - 2 of those reciprocals are all alike (H >= 3).
     bool plane_rdiv_inner_rows = false;
     // The permute kernel's input rows per outer output row (kernel_perm.hpp); empty when that
@@ -183,14 +176,6 @@ struct plan_data {
             return plane_rdiv_f.data();
         } else {
             return plane_rdiv_d.data();
-        }
-    }
-    template <class T>
-    const T* plane_divisors() const noexcept {
-        if constexpr (sizeof(T) == sizeof(float)) {
-            return plane_div_f.data();
-        } else {
-            return plane_div_d.data();
         }
     }
 

@@ -255,13 +255,6 @@ inline vec<T> divide_rounded(const vec<T>& a, const vec<T>& d, const vec<T>& r) 
     }
 }
 
-/// a / d from r = 1 / d: the one multiply (+ 0) where r is exact (exact: d a power of two,
-/// or the caller's sums, r = 1), else divide_rounded. The quotient every kernel stores.
-template <class T>
-AVGPOOL_ALWAYS_INLINE vec<T> rounded_quotient(bool exact, const vec<T>& a, const vec<T>& d, const vec<T>& r) noexcept {
-    return exact ? scale_plus_zero(a, r) : divide_rounded(a, d, r);
-}
-
 /// Splits 2 * width consecutive values a, b (a first) into the even-indexed and the
 /// odd-indexed ones: the stride-2 de-interleave, done in registers where the ISA allows.
 template <class T>
