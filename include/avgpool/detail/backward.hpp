@@ -29,9 +29,9 @@ AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
 /// Reference: gathers, for each input, the shares of the outputs whose windows tap it
-/// (through the per-axis cover tables), summed in double (compensated for double values:
-/// reference_sum) and stored once. Any rank, either
-/// layout, any element type (16-bit storage is rounded once).
+/// (through the per-axis cover tables), summed as the forward reference sums (reference_sum)
+/// and stored once. Any rank, either layout, any element type (16-bit storage is rounded
+/// once).
 template <class T, std::size_t R>
 void reference_backward(const plan_data<R>& p, const T* grad_out, T* grad_in, index_t item_begin,
                         index_t item_end) {
@@ -56,7 +56,7 @@ void reference_backward(const plan_data<R>& p, const T* grad_out, T* grad_in, in
                 none = none || cv[a]->count == 0;
                 in_off += x[a] * ist[a];
             }
-            reference_sum<T> acc;  // (compensated for double: reference.hpp)
+            reference_sum<T> acc;
             if (!none) {
                 index_t t[R] = {};  // offsets into each axis's candidate outputs
                 for (;;) {

@@ -2,8 +2,9 @@
 // SPDX-License-Identifier: MIT
 //
 // The reference kernel: plain loops over the window tables, any rank, either layout,
-// accumulating in double (compensated for double values: reference_sum). It is the oracle every fast kernel is tested against, and the
-// path for ranks and modes no fast kernel covers. Keep it obviously correct, not fast.
+// accumulating in double (compensated for double values: reference_sum). It is the oracle
+// every fast kernel is tested against, and the path for ranks and modes no fast kernel
+// covers. Keep it obviously correct, not fast.
 #ifndef AVGPOOL_DETAIL_REFERENCE_HPP
 #define AVGPOOL_DETAIL_REFERENCE_HPP
 
