@@ -254,6 +254,17 @@ AVGPOOL_ALWAYS_INLINE void masked_store(float16* p, __mmask16 k, __m512 v) noexc
     // Immediate rounding (not MXCSR's), as the scalar conversion.
     _mm256_mask_storeu_epi16(p, k, _mm512_maskz_cvtps_ph(all16, v, _MM_FROUND_TO_NEAREST_INT));
 }
+// 16 lanes, all read: for kernels that know the whole vector lies inside the tensor (a
+// masked load costs more than a plain one where the loads are the bottleneck).
+AVGPOOL_ALWAYS_INLINE __m512 full_load(const float* p) noexcept { return _mm512_loadu_ps(p); }
+AVGPOOL_ALWAYS_INLINE __m512 full_load(const bfloat16* p) noexcept {
+    // (maskz with every lane, as masked_load.)
+    const __m512i w = _mm512_maskz_cvtepu16_epi32(all16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all16, w, 16));
+}
+AVGPOOL_ALWAYS_INLINE __m512 full_load(const float16* p) noexcept {
+    return _mm512_maskz_cvtph_ps(all16, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
 #else
 #define AVGPOOL_MASKED_HALF 0
 #endif
