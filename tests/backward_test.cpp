@@ -38,6 +38,7 @@ avgpool::pool_attrs<R> random_attrs(std::mt19937_64& gen) {
     a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
     a.divisor_override = pick(0, 4) == 0 ? pick(1, 9) : 0;
     a.empty_window_nan = false;  // NaN outputs have no meaningful adjoint product
+    a.oversized_kernel = pick(0, 1) == 1;
     return a;
 }
 

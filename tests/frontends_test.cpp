@@ -84,7 +84,7 @@ TEST(FrontendOnnx, OpsetToOperatorVersion) {
 }
 
 TEST(FrontendOnnx, AttributesMapToCoreModes) {
-    avgpool::onnx::average_pool_attributes n = onnx_kernel({3, 3});
+    avgpool::onnx::average_pool_attributes n = onnx_kernel({5, 5});
     n.strides = {2, 1};
     n.pads = {1, 2, 3, 4};  // [x1_begin, x2_begin, x1_end, x2_end]
     n.ceil_mode = 1;
@@ -185,6 +185,72 @@ TEST(FrontendOnnx, ValidationMessages) {
     auto a = average_pool<2>(n, 22);
     ASSERT_TRUE(a.ok()) << why(a);
     EXPECT_EQ(a->auto_pad, avgpool::pad_type::same_upper);
+}
+
+// ceil_mode rounds VALID too, keeps SAME at ceil(X / s), and makes one window of a kernel past
+// the padded input while the stride passes the end (ONNX shape inference and ONNX Runtime).
+TEST(FrontendOnnx, CeilModeUnderAutoPadAndLongKernels) {
+    auto extent = [](index_t X, avgpool::onnx::average_pool_attributes n, avgpool::onnx::options o = {}) -> index_t {
+        auto a = avgpool::onnx::average_pool<1>(n, 19, o);
+        EXPECT_TRUE(a.ok()) << why(a);
+        auto g = avgpool::infer_geometry<1>({X}, *a);
+        return g ? g->output[0] : -1;
+    };
+    for (bool legacy : {false, true}) {
+        SCOPED_TRACE(legacy ? "legacy ceil" : "default");
+        avgpool::onnx::options o;
+        o.legacy_ceil = legacy;
+        avgpool::onnx::average_pool_attributes n = onnx_kernel({2});
+        n.strides = {2};
+        n.ceil_mode = 1;
+        n.auto_pad = "VALID";
+        EXPECT_EQ(extent(5, n, o), 3);  // (5 - 2 + 1) / 2 + 1
+        EXPECT_EQ(extent(3, n, o), 2);
+        n.ceil_mode = 0;
+        EXPECT_EQ(extent(5, n, o), 2);
+        // SAME: ceil(X / s) whatever ceil_mode, also where the pads clamp to 0 (k 1, s 3).
+        n = onnx_kernel({1});
+        n.strides = {3};
+        n.ceil_mode = 1;
+        for (const char* same : {"SAME_UPPER", "SAME_LOWER"}) {
+            n.auto_pad = same;
+            EXPECT_EQ(extent(5, n, o), 2) << same;
+            EXPECT_EQ(extent(2, n, o), 1) << same;
+        }
+        // A kernel longer than the (padded) input.
+        n = onnx_kernel({2});
+        n.strides = {2};
+        n.ceil_mode = 1;
+        EXPECT_EQ(extent(1, n, o), 1);
+        n.kernel_shape = {3};
+        n.pads = {1, 0};
+        EXPECT_EQ(extent(1, n, o), 1);
+    }
+    // The value: X = 1, kernel 3, stride 2, pads 1 / 0, count_include_pad: the window [-1, 2)
+    // counts the begin pad and the input, not the overhang past the end.
+    avgpool::onnx::average_pool_attributes n = onnx_kernel({3});
+    n.strides = {2};
+    n.pads = {1, 0};
+    n.ceil_mode = 1;
+    n.count_include_pad = 1;
+    EXPECT_EQ(run<1>({1, 1, 1}, *avgpool::onnx::average_pool<1>(n, 19)), (std::vector<float>{0.5f}));
+    // Floor keeps rejecting it (the spec's formula gives no output).
+    n.ceil_mode = 0;
+    EXPECT_EQ(avgpool::pooling<1>::create({1, 1, 1}, *avgpool::onnx::average_pool<1>(n, 19)).error_code(),
+              errc::kernel_too_large);
+}
+
+// ONNX Runtime's check: pads smaller than the kernel.
+TEST(FrontendOnnx, PadsSmallerThanTheKernel) {
+    avgpool::onnx::average_pool_attributes n = onnx_kernel({2, 3});
+    n.pads = {1, 2, 1, 2};
+    EXPECT_TRUE(avgpool::onnx::average_pool<2>(n, 11).ok());
+    n.pads = {1, 3, 1, 2};
+    EXPECT_FE_ERROR(avgpool::onnx::average_pool<2>(n, 11), errc::invalid_value,
+                    "pads[1] = 3: must be smaller than kernel_shape[1] = 3");
+    n.pads = {0, 0, 2, 0};
+    EXPECT_FE_ERROR(avgpool::onnx::average_pool<2>(n, 11), errc::invalid_value,
+                    "pads[2] = 2: must be smaller than kernel_shape[0] = 2");
 }
 
 TEST(FrontendOnnx, RuntimeRank) {
@@ -405,6 +471,39 @@ TEST(FrontendOpenVino, VersionDifferences) {
     EXPECT_FE_ERROR(avg_pool<2>(d, 16), errc::invalid_value, "dilations[1] = 0: must be >= 1");
 }
 
+// OpenVINO's shape inference rounds by rounding_type whatever auto_pad resolved the pads to,
+// and rejects a kernel past the padded input in every rounding.
+TEST(FrontendOpenVino, RoundingUnderAutoPad) {
+    using avgpool::openvino::avg_pool;
+    auto extent = [](index_t X, const avgpool::openvino::avg_pool_data& d, int version) -> index_t {
+        auto a = avg_pool<1>(d, version);
+        EXPECT_TRUE(a.ok()) << why(a);
+        auto g = avgpool::infer_geometry<1>({X}, *a);
+        return g ? g->output[0] : -1;
+    };
+    avgpool::openvino::avg_pool_data d = ov_layer("2", "2", "0", "0");
+    d.auto_pad = "valid";
+    d.rounding_type = "ceil";
+    EXPECT_EQ(extent(5, d, 1), 3);
+    d.rounding_type = "ceil_torch";
+    EXPECT_EQ(extent(5, d, 14), 3);
+    d.rounding_type = "floor";
+    EXPECT_EQ(extent(5, d, 1), 2);
+    // same_upper with pads clamped to 0 (kernel 1, stride 3): ceil keeps a window past the end.
+    d = ov_layer("1", "3", "0", "0");
+    d.auto_pad = "same_upper";
+    d.rounding_type = "ceil";
+    EXPECT_EQ(extent(5, d, 1), 3);
+    d.rounding_type = "ceil_torch";
+    EXPECT_EQ(extent(5, d, 14), 2);
+    d.rounding_type = "floor";
+    EXPECT_EQ(extent(5, d, 1), 2);
+    // Kernel 3 on 2 values: "larger than the data shape after padding" even under ceil.
+    d = ov_layer("3", "3", "0", "0");
+    d.rounding_type = "ceil";
+    EXPECT_EQ(extent(2, d, 1), -1);
+}
+
 TEST(FrontendOpenVino, ExcludePadNeedsPadsSmallerThanTheDilatedKernel) {
     using avgpool::openvino::avg_pool;
     EXPECT_TRUE(avg_pool<1>(ov_layer("9", "1", "8", "8"), 1).ok());
@@ -614,6 +713,33 @@ TEST(FrontendTorch, AvgPool2dMatchesPyTorchsWindowRule) {
     EXPECT_FLOAT_EQ(y[8], (19 + 20 + 24 + 25) / 9.0f);
 }
 
+// ceil_mode with a kernel past the padded input: PyTorch's output size div_rtn(X + 2p - k + s - 1,
+// s) + 1 is 1 while the excess is under the stride, and the window is clipped to [-p, X + p).
+TEST(FrontendTorch, CeilModeKernelLongerThanTheInput) {
+    using avgpool::torch::avg_pool1d;
+    avgpool::dims<3> shape{};
+    // F.avg_pool1d([[1, 2]], 3, stride=3, ceil_mode=True) = [[1.5]]
+    EXPECT_EQ(run<1>({1, 1, 2}, *avg_pool1d({3}, {3}, {0}, true), &shape), (std::vector<float>{1.5f}));
+    EXPECT_EQ(shape, (avgpool::dims<3>{1, 1, 1}));
+    // F.avg_pool1d([[1]], 5, stride=3, padding=1, ceil_mode=True): 1 / 3 counting the pads, 1 without.
+    EXPECT_EQ(run<1>({1, 1, 1}, *avg_pool1d({5}, {3}, {1}, true, true)), (std::vector<float>{1.0f / 3.0f}));
+    EXPECT_EQ(run<1>({1, 1, 1}, *avg_pool1d({5}, {3}, {1}, true, false)), (std::vector<float>{1.0f}));
+    // nn.AvgPool2d(1280, ceil_mode=True) on 7x7 (an EfficientNet pooler): the mean of all 49.
+    avgpool::dims<4> s2{};
+    const std::vector<float> m = run<2>({1, 1, 7, 7}, *avgpool::torch::avg_pool2d({1280}, {}, {0}, true), &s2);
+    EXPECT_EQ(s2, (avgpool::dims<4>{1, 1, 1, 1}));
+    EXPECT_EQ(m, (std::vector<float>{25.0f}));
+    // Without ceil_mode, or with the excess reaching the stride, no window: PyTorch's "output
+    // size is too small".
+    EXPECT_EQ(avgpool::pooling<1>::create({1, 1, 2}, *avg_pool1d({3}, {3}, {0}, false)).error_code(),
+              errc::kernel_too_large);
+    EXPECT_EQ(avgpool::pooling<1>::create({1, 1, 2}, *avg_pool1d({5}, {3}, {0}, true)).error_code(),
+              errc::kernel_too_large);
+    // avg_pool3d: "input image ... smaller than kernel size" in PyTorch.
+    EXPECT_EQ(avgpool::pooling<3>::create({1, 1, 2, 2, 2}, *avgpool::torch::avg_pool3d({3}, {3}, {0}, true)).error_code(),
+              errc::kernel_too_large);
+}
+
 TEST(FrontendTorch, AdaptiveOutputSize) {
     auto o = avgpool::torch::adaptive_avg_pool2d({1, 64, 10, 9}, {5, std::nullopt});  // None keeps 9
     ASSERT_TRUE(o.ok()) << why(o);
@@ -666,7 +792,13 @@ TEST(FrontendTensorFlow, Errors) {
                     "ksize[0] = 2: pooling over the batch dimension is not supported; must be 1");
     EXPECT_FE_ERROR(avg_pool<2>({1, 3, 3, 2}, {1, 2, 2, 1}, "SAME"), errc::unsupported,
                     "ksize[3] = 2: pooling over the channel dimension is not supported; must be 1");
-    EXPECT_FE_ERROR(avg_pool<2>({1, 1, 3, 3}, {1, 2, 2, 1}, "SAME", "NCHW"), errc::unsupported,
+    // A channel stride: TF's 1-D and 2-D AvgPool ignore it (the channel window is 1); 3-D rejects it.
+    auto cs = avg_pool<2>({1, 1, 3, 3}, {1, 2, 2, 1}, "SAME", "NCHW");
+    ASSERT_TRUE(cs.ok()) << why(cs);
+    EXPECT_EQ(cs->strides, (avgpool::dims<2>{2, 1}));
+    EXPECT_EQ(avg_pool<1>({1, 2, 1}, {1, 2, 3}, "VALID")->strides, (avgpool::dims<1>{2}));
+    EXPECT_FE_ERROR(avg_pool<2>({1, 3, 3, 1}, {1, 2, 2, 0}, "SAME"), errc::invalid_value, "strides[3] = 0: must be >= 1");
+    EXPECT_FE_ERROR(avg_pool<3>({1, 1, 2, 2, 2}, {1, 2, 1, 1, 1}, "SAME", "NCDHW"), errc::unsupported,
                     "strides[1] = 2: pooling over the channel dimension is not supported; must be 1");
     EXPECT_FE_ERROR(avg_pool<2>({1, 3, 3}, {2}, "SAME"), errc::rank_mismatch, "ksize: 3 given; expected 1, 2 or 2 + 2");
     EXPECT_FE_ERROR(avg_pool<2>({3, 0}, {2}, "SAME"), errc::invalid_value, "ksize[1] = 0: must be >= 1");

@@ -177,6 +177,7 @@ std::string describe(const random_case<R>& c) {
        << " rounding=" << name(a.rounding) << " divisor=" << name(a.divisor)
        << " divisor_override=" << a.divisor_override
        << " empty_window_nan=" << (a.empty_window_nan ? "true" : "false")
+       << " oversized_kernel=" << (a.oversized_kernel ? "true" : "false")
        << " values=" << value_kind_name(c.value_kind);
     return os.str();
 }
@@ -207,10 +208,11 @@ random_case<R> draw_case(std::mt19937_64& rng, const mode& m, suite su) {
     if (uniform(rng, 0, 5) == 0)
         for (std::size_t ax = 0; ax < R; ++ax) c.attrs.pads_begin[ax] = c.attrs.pads_end[ax] = 0;
     c.attrs.auto_pad = m.pad;
-    c.attrs.rounding = m.rounding;  // also set (and ignored) for same_* and valid
+    c.attrs.rounding = m.rounding;  // for every pad type (same_* and valid round too)
     c.attrs.divisor = m.divisor;
     c.attrs.divisor_override = m.use_override ? uniform(rng, 1, 12) : 0;
     c.attrs.empty_window_nan = m.empty_nan;
+    c.attrs.oversized_kernel = uniform(rng, 0, 1) == 1;  // matters under ceil rounding only
     c.value_kind = static_cast<int>(uniform(rng, 0, 3));
     return c;
 }
@@ -228,6 +230,7 @@ bf::bf_attrs to_bf(const avgpool::pool_attrs<R>& a) {
     b.divisor = a.divisor;
     b.divisor_override = a.divisor_override;
     b.empty_window_nan = a.empty_window_nan;
+    b.oversized_kernel = a.oversized_kernel;
     return b;
 }
 
@@ -666,10 +669,19 @@ TEST(BruteForceOracle, HandWorkedShapes) {
     g = bf::bf_infer({6}, a);
     EXPECT_EQ(g.pads_begin, bf::bf_dims{2});
     EXPECT_EQ(g.pads_end, bf::bf_dims{1});
-    // valid, X=6, ke=5, s=2: windows at 0 only ((6-5)/2+1 = 1); X=4 < 5: invalid.
+    // valid, X=6, ke=5, s=2, floor: windows at 0 only ((6-5)/2+1 = 1); ceil_torch: ceil(1/2)+1 = 2
+    // (the last starts at 2 < 6: kept); X=4 < 5: invalid.
     a.auto_pad = pad_type::valid;
+    a.rounding = rounding_type::floor;
     EXPECT_EQ(bf::bf_infer({6}, a).output, bf::bf_dims{1});
+    a.rounding = rounding_type::ceil_torch;
+    EXPECT_EQ(bf::bf_infer({6}, a).output, bf::bf_dims{2});
     EXPECT_FALSE(bf::bf_infer({4}, a).ok);
+    // ... unless oversized_kernel, under ceil, where ke - X = 1 < s: one window.
+    a.oversized_kernel = true;
+    EXPECT_EQ(bf::bf_infer({4}, a).output, bf::bf_dims{1});
+    EXPECT_FALSE(bf::bf_infer({3}, a).ok);  // ke - X = 2 = s
+    a.oversized_kernel = false;
     // explicit, X=2, k=3, d=2 (ke=5), pads 1/1: padded 4 < 5: invalid; pads 1/2: fits.
     a.auto_pad = pad_type::explicit_pads;
     a.pads_begin = {1};

@@ -40,14 +40,36 @@ static_assert(out1(3, 2, 2, 1, 1, pad_type::explicit_pads, rounding_type::ceil_t
               "ceil_torch drops a last window starting in the end padding");
 static_assert(out1(9, 2, 2, 1, 1, pad_type::explicit_pads, rounding_type::ceil_torch) == 5, "OpenVINO v14 test");
 static_assert(out1(150, 20, 3, 0, 0, pad_type::explicit_pads, rounding_type::ceil_torch) == 45, "OpenVINO v14 test");
-// auto_pad: same_* is ceil(X / s) whatever the rounding; valid is floor with no pads
+// auto_pad resolves the pads, then the rounding applies as for explicit pads: same_* is ceil(X / s)
+// under floor and ceil_torch; plain ceil adds a window where the pads clamp to 0 and the stride
+// passes the end (OpenVINO's shape inference); valid rounds with no pads (ONNX shape inference,
+// ONNX Runtime, OpenVINO).
 static_assert(out1(32, 2, 2, 0, 0, pad_type::same_upper) == 16, "OpenVINO spec example 1 (the spec says 32: wrong)");
 static_assert(out1(32, 5, 2, 0, 0, pad_type::same_upper) == 16, "OpenVINO spec example 2 (the spec says 32: wrong)");
 static_assert(out1(32, 5, 3, 1, 1) == 10, "OpenVINO spec example 3");
 static_assert(out1(32, 5, 2, 1, 1) == 15, "OpenVINO spec example 4");
 static_assert(out1(32, 5, 2, 1, 1, pad_type::valid) == 14, "OpenVINO spec example 5: pads ignored");
-static_assert(out1(5, 1, 3, 0, 0, pad_type::same_upper, rounding_type::ceil) == 2, "same ignores ceil");
-static_assert(out1(5, 2, 2, 0, 0, pad_type::valid, rounding_type::ceil) == 2, "valid ignores ceil");
+static_assert(out1(5, 1, 3, 0, 0, pad_type::same_upper, rounding_type::ceil) == 3, "same, pads clamped, ceil");
+static_assert(out1(5, 1, 3, 0, 0, pad_type::same_upper, rounding_type::ceil_torch) == 2, "same, ceil_torch");
+static_assert(out1(5, 1, 3, 0, 0, pad_type::same_lower, rounding_type::floor) == 2, "same, floor");
+static_assert(out1(7, 3, 2, 0, 0, pad_type::same_upper, rounding_type::ceil) == 4, "same, padded: ceil(X / s)");
+static_assert(out1(5, 2, 2, 0, 0, pad_type::valid, rounding_type::ceil) == 3, "valid rounds by ceil");
+static_assert(out1(5, 2, 2, 0, 0, pad_type::valid, rounding_type::floor) == 2, "valid, floor");
+static_assert(out1(5, 1, 3, 0, 0, pad_type::valid, rounding_type::ceil_torch) == 2, "valid, ceil_torch drops");
+// A kernel past the padded input: one window under ceil with oversized_kernel, while the
+// excess is under the stride; an error otherwise.
+static_assert(avgpool::output_extent(2, 3, 3, 1, 0, 0, pad_type::explicit_pads, rounding_type::ceil_torch, true)
+                      .value() == 1, "oversized kernel, ceil_torch");
+static_assert(avgpool::output_extent(1, 3, 2, 1, 1, 0, pad_type::explicit_pads, rounding_type::ceil, true)
+                      .value() == 1, "oversized kernel, ceil");
+static_assert(avgpool::output_extent(2, 3, 2, 1, 0, 0, pad_type::valid, rounding_type::ceil, true).value() == 1,
+              "oversized kernel, valid");
+static_assert(avgpool::output_extent(2, 3, 3, 1, 0, 0, pad_type::explicit_pads, rounding_type::ceil_torch)
+                      .error_code() == avgpool::errc::kernel_too_large, "oversized kernel not allowed");
+static_assert(avgpool::output_extent(2, 3, 3, 1, 0, 0, pad_type::explicit_pads, rounding_type::floor, true)
+                      .error_code() == avgpool::errc::kernel_too_large, "oversized kernel, floor");
+static_assert(avgpool::output_extent(2, 5, 3, 1, 0, 0, pad_type::explicit_pads, rounding_type::ceil, true)
+                      .error_code() == avgpool::errc::kernel_too_large, "excess reaches the stride");
 // dilation: ke = (k - 1) * d + 1
 static_assert(out1(32, 5, 3, 0, 0, pad_type::explicit_pads, rounding_type::floor, 2) == 8, "ONNX 3d dilations");
 static_assert(out1(32, 5, 3, 0, 0, pad_type::explicit_pads, rounding_type::ceil_torch, 2) == 9, "ONNX 3d dilations ceil");

@@ -31,6 +31,7 @@ struct pool_attrs_dynamic {
     divisor_type divisor = divisor_type::exclude_pad;
     index_t divisor_override = 0;
     bool empty_window_nan = false;
+    bool oversized_kernel = false;
 };
 
 namespace detail {
@@ -73,6 +74,7 @@ result<pool_attrs<R>> to_static(const pool_attrs_dynamic& d) {
     a.divisor = d.divisor;
     a.divisor_override = d.divisor_override;
     a.empty_window_nan = d.empty_window_nan;
+    a.oversized_kernel = d.oversized_kernel;
     return a;
 }
 

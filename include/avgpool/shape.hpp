@@ -66,62 +66,33 @@ struct shape_naming {
 /// Resolves one axis. Returns errc::ok and fills `out`, or the first error found.
 constexpr error_info resolve_axis(index_t X, index_t k, index_t s, index_t d, index_t pb,
                                   index_t pe, pad_type auto_pad, rounding_type rounding,
-                                  int axis, shape_naming naming, axis_shape& out) noexcept {
+                                  bool oversized_kernel, int axis, shape_naming naming,
+                                  axis_shape& out) noexcept {
     if (X < 1)
         return make_error(errc::invalid_value, naming.input, axis + naming.axis_offset, X,
                           "spatial extent must be >= 1");
     if (k < 1) return make_error(errc::invalid_value, "kernel", axis, k, "must be >= 1");
     if (s < 1) return make_error(errc::invalid_value, "strides", axis, s, "must be >= 1");
     if (d < 1) return make_error(errc::invalid_value, "dilations", axis, d, "must be >= 1");
+    if (!valid_enum(rounding))
+        return make_error(errc::invalid_enum, "rounding", -1, static_cast<index_t>(rounding),
+                          "not a rounding_type");
     index_t ke = 0;  // dilated kernel extent (k - 1) * d + 1
     if (!checked_mul(k - 1, d, ke) || !checked_add(ke, 1, ke))
         return make_error(errc::overflow, "kernel", axis, k,
                           "dilated extent (kernel - 1) * {0} + 1 overflows int64", d);
 
+    // The pads first; then one output rule for every pad type, so that rounding applies to
+    // valid and same padding too (ONNX shape inference and ONNX Runtime round VALID by
+    // ceil_mode; OpenVINO rounds both).
     switch (auto_pad) {
-        case pad_type::explicit_pads: {
+        case pad_type::explicit_pads:
             if (pb < 0) return make_error(errc::invalid_value, "pads_begin", axis, pb, "must be >= 0");
             if (pe < 0) return make_error(errc::invalid_value, "pads_end", axis, pe, "must be >= 0");
-            index_t padded = 0;
-            if (!checked_add(X, pb, padded) || !checked_add(padded, pe, padded))
-                return make_error(errc::overflow, "pads_end", axis, pe,
-                                  "input extent {0} + pads_begin {1} + pads_end overflows int64",
-                                  X, pb);
-            if (padded < ke)
-                return make_error(errc::kernel_too_large, "kernel", axis, k,
-                                  "dilated kernel extent {0} is larger than the padded input "
-                                  "extent {1}: no window fits",
-                                  ke, padded);
-            const index_t span = padded - ke;
-            index_t o = 0;
-            switch (rounding) {
-                case rounding_type::floor: o = span / s + 1; break;
-                case rounding_type::ceil:
-                case rounding_type::ceil_torch: o = ceil_div(span, s) + 1; break;
-                default:
-                    return make_error(errc::invalid_enum, "rounding", -1,
-                                      static_cast<index_t>(rounding), "not a rounding_type");
-            }
-            // Kernels index from the last window's start (o - 1) * s - pb; under ceil it can
-            // pass X + pe, so prove it representable instead of assuming it.
-            index_t last_start = 0;
-            if (!checked_mul(o - 1, s, last_start))
-                return make_error(errc::overflow, "strides", axis, s,
-                                  "last window start ({0} - 1) * stride overflows int64", o);
-            // ceil_torch drops a last window that would start inside the end padding.
-            if (rounding == rounding_type::ceil_torch && last_start >= X + pb) --o;
-            out = axis_shape{o, pb, pe};
-            return error_info{};
-        }
-        case pad_type::valid: {
-            if (X < ke)
-                return make_error(errc::kernel_too_large, "kernel", axis, k,
-                                  "dilated kernel extent {0} is larger than the input extent "
-                                  "{1} (auto_pad valid: no padding): no window fits",
-                                  ke, X);
-            out = axis_shape{(X - ke) / s + 1, 0, 0};
-            return error_info{};
-        }
+            break;
+        case pad_type::valid:
+            pb = pe = 0;
+            break;
         case pad_type::same_upper:
         case pad_type::same_lower: {
             const index_t o = ceil_div(X, s);
@@ -132,13 +103,52 @@ constexpr error_info resolve_axis(index_t X, index_t k, index_t s, index_t d, in
                                   "same padding for dilated extent {0} overflows int64", ke);
             total = total > X ? total - X : 0;
             const index_t small = total / 2, large = total - small;
-            out = auto_pad == pad_type::same_upper ? axis_shape{o, small, large}
-                                                   : axis_shape{o, large, small};
-            return error_info{};
+            pb = auto_pad == pad_type::same_upper ? small : large;
+            pe = total - pb;
+            // With these pads floor and ceil_torch give ceil(X / s) outputs; plain ceil one more
+            // where the pads clamp to 0 and the stride passes the end (OpenVINO's rule).
+            break;
         }
+        default:
+            return make_error(errc::invalid_enum, "auto_pad", -1, static_cast<index_t>(auto_pad),
+                              "not a pad_type");
     }
-    return make_error(errc::invalid_enum, "auto_pad", -1, static_cast<index_t>(auto_pad),
-                      "not a pad_type");
+    index_t padded = 0;
+    if (!checked_add(X, pb, padded) || !checked_add(padded, pe, padded))
+        return make_error(errc::overflow, "pads_end", axis, pe,
+                          "input extent {0} + pads_begin {1} + pads_end overflows int64", X, pb);
+    const index_t span = padded - ke;
+    index_t o = 0;
+    if (span < 0) {
+        // A kernel longer than the padded input: under ceil rounding PyTorch and ONNX still
+        // make one window (at -pads_begin) while the stride would reach past the end; OpenVINO
+        // and floor rounding reject it.
+        const bool one = oversized_kernel && rounding != rounding_type::floor && span > -s;
+        if (!one) {
+            if (auto_pad == pad_type::valid)
+                return make_error(errc::kernel_too_large, "kernel", axis, k,
+                                  "dilated kernel extent {0} is larger than the input extent "
+                                  "{1} (auto_pad valid: no padding): no window fits",
+                                  ke, X);
+            return make_error(errc::kernel_too_large, "kernel", axis, k,
+                              "dilated kernel extent {0} is larger than the padded input "
+                              "extent {1}: no window fits",
+                              ke, padded);
+        }
+        o = 1;
+    } else {
+        o = rounding == rounding_type::floor ? span / s + 1 : ceil_div(span, s) + 1;
+    }
+    // Kernels index from the last window's start (o - 1) * s - pb; under ceil it can pass
+    // X + pe, so prove it representable instead of assuming it.
+    index_t last_start = 0;
+    if (!checked_mul(o - 1, s, last_start))
+        return make_error(errc::overflow, "strides", axis, s,
+                          "last window start ({0} - 1) * stride overflows int64", o);
+    // ceil_torch drops a last window that would start inside the end padding.
+    if (rounding == rounding_type::ceil_torch && last_start >= X + pb) --o;
+    out = axis_shape{o, pb, pe};
+    return error_info{};
 }
 
 /// Checks the attributes that are not per axis.
@@ -172,7 +182,7 @@ constexpr result<pool_geometry<R>> infer_geometry_named(const dims<R>& input_spa
         const error_info e =
             resolve_axis(input_spatial[a], attrs.kernel[a], attrs.strides[a], attrs.dilations[a],
                          attrs.pads_begin[a], attrs.pads_end[a], attrs.auto_pad, attrs.rounding,
-                         static_cast<int>(a), naming, ax);
+                         attrs.oversized_kernel, static_cast<int>(a), naming, ax);
         if (e.code != errc::ok) return e;
         if (!checked_mul(volume, attrs.kernel[a], volume))
             return make_error(errc::overflow, "kernel", static_cast<int>(a), attrs.kernel[a],
@@ -210,10 +220,12 @@ constexpr result<pool_geometry<R>> infer_geometry(const dims<R>& input_spatial,
 constexpr result<index_t> output_extent(index_t input, index_t kernel, index_t stride,
                                         index_t dilation, index_t pad_begin, index_t pad_end,
                                         pad_type auto_pad = pad_type::explicit_pads,
-                                        rounding_type rounding = rounding_type::floor) noexcept {
+                                        rounding_type rounding = rounding_type::floor,
+                                        bool oversized_kernel = false) noexcept {
     detail::axis_shape ax{};
     const error_info e = detail::resolve_axis(input, kernel, stride, dilation, pad_begin, pad_end,
-                                              auto_pad, rounding, 0, detail::shape_naming{}, ax);
+                                              auto_pad, rounding, oversized_kernel, 0,
+                                              detail::shape_naming{}, ax);
     if (e.code != errc::ok) return e;
     return ax.output;
 }

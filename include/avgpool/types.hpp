@@ -80,6 +80,11 @@ struct pool_attrs {
     divisor_type divisor = divisor_type::exclude_pad;
     index_t divisor_override = 0;  ///< > 0: divide every window by this (PyTorch); 0: off
     bool empty_window_nan = false;  ///< a window whose divisor is 0 gives NaN (nGraph), else 0
+    /// Under ceil / ceil_torch rounding, a dilated kernel longer than the padded input still
+    /// makes one window (at -pads_begin) if it passes the padded end by less than the stride,
+    /// as PyTorch's and ONNX's ceil_mode do (avg_pool2d(kernel 3, stride 3, ceil_mode) on 2
+    /// values averages both). false: such a kernel fits nowhere, an error (OpenVINO).
+    bool oversized_kernel = false;
 };
 
 /// What shape inference resolves, per spatial axis: pads after auto_pad, and the output extent.

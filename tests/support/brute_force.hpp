@@ -33,6 +33,7 @@ struct bf_attrs {
     avgpool::divisor_type divisor = avgpool::divisor_type::exclude_pad;
     bf_index divisor_override = 0;
     bool empty_window_nan = false;
+    bool oversized_kernel = false;
 };
 
 /// Resolved geometry. ok == false: no window fits (the library must reject the attributes).
@@ -60,21 +61,14 @@ inline bf_geometry bf_infer(const bf_dims& spatial, const bf_attrs& a) {
         const bf_index ke = (k - 1) * d + 1;  // span of the dilated window
         bf_index pb = 0, pe = 0, out = 0;
         switch (a.auto_pad) {
-            case avgpool::pad_type::valid: {
-                // Windows that lie wholly inside the input: window o covers [o*s, o*s + ke).
-                if (X < ke) {
-                    g.ok = false;
-                    g.why = "valid: X < ke on axis " + std::to_string(ax);
-                    return g;
-                }
-                while (out * s + ke <= X) ++out;
-                break;
-            }
+            case avgpool::pad_type::valid:
+                break;  // no padding
             case avgpool::pad_type::same_upper:
             case avgpool::pad_type::same_lower: {
                 // One window per stride step that starts inside the input: ceil(X / s).
-                while (out * s < X) ++out;
-                bf_index total = (out - 1) * s + ke - X;
+                bf_index n = 0;
+                while (n * s < X) ++n;
+                bf_index total = (n - 1) * s + ke - X;
                 if (total < 0) total = 0;
                 const bf_index half_down = total / 2;
                 const bf_index half_up = total - half_down;
@@ -87,31 +81,33 @@ inline bf_geometry bf_infer(const bf_dims& spatial, const bf_attrs& a) {
                 }
                 break;
             }
-            case avgpool::pad_type::explicit_pads: {
+            case avgpool::pad_type::explicit_pads:
                 pb = a.pads_begin[ax];
                 pe = a.pads_end[ax];
-                const bf_index L = X + pb + pe;  // padded length
-                if (L < ke) {
-                    g.ok = false;
-                    g.why = "explicit: X + pb + pe < ke on axis " + std::to_string(ax);
-                    return g;
-                }
-                if (a.rounding == avgpool::rounding_type::floor) {
-                    // Windows wholly inside the padded input.
-                    while (out * s + ke <= L) ++out;
-                } else {
-                    // ceil: the first window, then one more as long as the previous window
-                    // stops short of the end of the padded input.
-                    out = 1;
-                    while ((out - 1) * s + ke < L) ++out;
-                    // ceil_torch: once, drop a last window that starts in the end padding
-                    // (its first tap at input coordinate >= X).
-                    if (a.rounding == avgpool::rounding_type::ceil_torch &&
-                        (out - 1) * s - pb >= X)
-                        --out;
-                }
                 break;
+        }
+        // The rounding applies whatever produced the pads.
+        const bf_index L = X + pb + pe;  // padded length
+        if (L < ke) {
+            // A kernel longer than the padded input: one window under ceil rounding when
+            // oversized_kernel is set and the stride would pass the end, else none fits.
+            if (!(a.oversized_kernel && a.rounding != avgpool::rounding_type::floor && ke - L < s)) {
+                g.ok = false;
+                g.why = "X + pb + pe < ke on axis " + std::to_string(ax);
+                return g;
             }
+        }
+        if (a.rounding == avgpool::rounding_type::floor) {
+            // Windows wholly inside the padded input.
+            while (out * s + ke <= L) ++out;
+        } else {
+            // ceil: the first window, then one more as long as the previous window stops
+            // short of the end of the padded input.
+            out = 1;
+            while ((out - 1) * s + ke < L) ++out;
+            // ceil_torch: once, drop a last window that starts in the end padding (its first
+            // tap at input coordinate >= X).
+            if (a.rounding == avgpool::rounding_type::ceil_torch && (out - 1) * s - pb >= X) --out;
         }
         g.output[ax] = out;
         g.pads_begin[ax] = pb;

@@ -89,7 +89,7 @@ bool same_attrs(const avgpool::pool_attrs<R>& a, const avgpool::pool_attrs<R>& b
     return a.kernel == b.kernel && a.strides == b.strides && a.dilations == b.dilations &&
            a.pads_begin == b.pads_begin && a.pads_end == b.pads_end && a.auto_pad == b.auto_pad &&
            a.rounding == b.rounding && a.divisor == b.divisor && a.divisor_override == b.divisor_override &&
-           a.empty_window_nan == b.empty_window_nan;
+           a.empty_window_nan == b.empty_window_nan && a.oversized_kernel == b.oversized_kernel;
 }
 
 /// Runs the plan of fixed-rank attributes on a channels-first or channels-last tensor whose

@@ -47,6 +47,7 @@ avgpool::pool_attrs<R> random_attrs(std::mt19937_64& gen, const avgpool::dims<R>
     a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
     a.divisor_override = pick(0, 5) == 0 ? pick(1, 30) : 0;
     a.empty_window_nan = pick(0, 1) == 1;
+    a.oversized_kernel = pick(0, 1) == 1;
     return a;
 }
 
@@ -66,7 +67,8 @@ std::string describe(const avgpool::dims<R + 2>& s, const avgpool::pool_attrs<R>
     list("pe", a.pads_end);
     t += " pad " + std::to_string(static_cast<int>(a.auto_pad)) + " round " +
          std::to_string(static_cast<int>(a.rounding)) + " div " + std::to_string(static_cast<int>(a.divisor)) +
-         " override " + std::to_string(a.divisor_override) + " nan " + std::to_string(a.empty_window_nan);
+         " override " + std::to_string(a.divisor_override) + " nan " + std::to_string(a.empty_window_nan) +
+         " oversized " + std::to_string(a.oversized_kernel);
     return t;
 }
 

@@ -582,10 +582,10 @@ private:
                             const M* x = in + cb * xs + off[0] + k.base;
                             M* y = out + cb * os + k.o0;
                             // Whole-vector loads where they stay in the tensor, as below.
-                            const bool two = k.hi != 0;
-                            const index_t whole = unmasked_planes(cb, ce, two ? 32 : 16, off[0] + k.base);
+                            const bool both = k.hi != 0;
+                            const index_t whole = unmasked_planes(cb, ce, both ? 32 : 16, off[0] + k.base);
                             index_t c = cb;
-                            if (two) {
+                            if (both) {
                                 for (; c < whole; ++c, x += xs, y += os)
                                     masked_store(y, k.keep, _mm512_fmadd_ps(across(full_load(x), full_load(x + 16), ix, mk), scale, z));
                             } else {
@@ -593,7 +593,7 @@ private:
                                     masked_store(y, k.keep, _mm512_fmadd_ps(across(full_load(x), z, ix, mk), scale, z));
                             }
                             for (; c < ce; ++c, x += xs, y += os) {
-                                const __m512 a = masked_load(k.lo, x), b = two ? masked_load(k.hi, x + 16) : z;
+                                const __m512 a = masked_load(k.lo, x), b = both ? masked_load(k.hi, x + 16) : z;
                                 masked_store(y, k.keep, _mm512_fmadd_ps(across(a, b, ix, mk), scale, z));
                             }
                             continue;

@@ -135,10 +135,23 @@ inline result<pool_attrs_dynamic> onnx_average_pool(const onnx::average_pool_att
             d.pads_begin[i] = (*a.pads)[i];
             d.pads_end[i] = (*a.pads)[rank + i];
         }
+        // ONNX Runtime's check (the spec has none; its reference averages NaN over windows
+        // that hold no input): every pad smaller than its axis's kernel.
+        for (std::size_t i = 0; i < 2 * rank; ++i)
+            if ((*a.pads)[i] >= a.kernel_shape[i % rank])
+                return make_error(errc::invalid_value, "pads", static_cast<int>(i), (*a.pads)[i],
+                                  "must be smaller than kernel_shape[{0}] = {1}",
+                                  static_cast<index_t>(i % rank), a.kernel_shape[i % rank]);
     }
     const bool ceil = a.ceil_mode.value_or(0) == 1;
-    d.rounding = !ceil ? rounding_type::floor
-                       : (opt.legacy_ceil && version < 22 ? rounding_type::ceil : rounding_type::ceil_torch);
+    // SAME gives ceil(X / s) outputs under any ceil_mode (spec text and shape inference), which
+    // ceil_torch does with same pads and plain ceil may not.
+    const bool legacy = opt.legacy_ceil && version < 22 && d.auto_pad != pad_type::same_upper &&
+                        d.auto_pad != pad_type::same_lower;
+    d.rounding = !ceil ? rounding_type::floor : (legacy ? rounding_type::ceil : rounding_type::ceil_torch);
+    // ceil_mode: a kernel past the padded input still makes one window while the stride passes
+    // the end (shape inference, ONNX Runtime and the reference agree).
+    d.oversized_kernel = true;
     d.divisor = a.count_include_pad.value_or(0) == 1 ? divisor_type::include_pad : divisor_type::exclude_pad;
     return d;
 }

@@ -42,9 +42,12 @@ inline error_info tf_channel_axis(std::string_view format, std::size_t rank, std
 }
 
 // ksize / strides: a single int, one per spatial axis, or TF's full form with 1 at the batch and
-// channel positions ([1, h, w, 1] for NHWC).
+// channel positions ([1, h, w, 1] for NHWC). any_channel: the channel entry may be any value >= 1
+// and is ignored (TF's 1-D and 2-D AvgPool check the channel stride only when the channel
+// window is not 1, which AvgPool rejects anyway; 3-D requires 1).
 template <std::size_t R>
-error_info tf_window_list(const list& v, const char* name, std::size_t channel, bool may_be_empty, list& out) {
+error_info tf_window_list(const list& v, const char* name, std::size_t channel, bool may_be_empty,
+                          bool any_channel, list& out) {
     if (v.empty() && may_be_empty) {
         out.clear();
         return error_info{};
@@ -58,7 +61,7 @@ error_info tf_window_list(const list& v, const char* name, std::size_t channel, 
         if (failed(e)) return e;
         if (v[0] != 1)
             return make_error(errc::unsupported, name, 0, v[0], "pooling over the batch dimension is not supported; must be 1");
-        if (v[channel] != 1)
+        if (v[channel] != 1 && !any_channel)
             return make_error(errc::unsupported, name, static_cast<int>(channel), v[channel],
                               "pooling over the channel dimension is not supported; must be 1");
         out.clear();
@@ -89,8 +92,8 @@ result<pool_attrs<R>> tf_avg_pool(const list& ksize, const list& strides, std::s
     pad_type pad = pad_type::valid;
     list k, s;
     error_info e = tf_channel_axis(data_format, R, channel);
-    if (!failed(e)) e = tf_window_list<R>(ksize, "ksize", channel, false, k);
-    if (!failed(e)) e = tf_window_list<R>(strides, "strides", channel, true, s);
+    if (!failed(e)) e = tf_window_list<R>(ksize, "ksize", channel, false, false, k);
+    if (!failed(e)) e = tf_window_list<R>(strides, "strides", channel, true, R != 3, s);
     if (!failed(e)) e = tf_padding(padding, pad);
     if (failed(e)) return e;
     return tf_attrs<R>(k, s.empty() ? k : s, pad);

@@ -67,6 +67,9 @@ result<pool_attrs<R>> torch_avg_pool(const list& kernel_size, const list& stride
         a.pads_begin[i] = a.pads_end[i] = p[i];
     }
     a.rounding = ceil_mode ? rounding_type::ceil_torch : rounding_type::floor;
+    // ceil_mode: one window while the stride passes the end; avg_pool3d rejects any input
+    // shorter than the kernel, so not there.
+    a.oversized_kernel = R < 3;
     a.divisor = count_include_pad ? divisor_type::include_pad : divisor_type::exclude_pad;
     a.divisor_override = divisor_override.value_or(0);
     return a;
@@ -82,7 +85,9 @@ namespace torch {
 /// padding is symmetric. ceil_mode gives rounding_type::ceil_torch, count_include_pad
 /// divisor_type::include_pad (else exclude_pad), divisor_override (given: > 0) replaces the
 /// divisor. PyTorch's checks: kernel_size >= 1, stride >= 1, 0 <= padding <= kernel_size / 2,
-/// divisor_override != 0; the output size is checked by the core (pooling::create).
+/// divisor_override != 0; the output size is checked by the core (pooling::create). With
+/// ceil_mode, 1-D and 2-D, a kernel past the padded input still makes one window while the
+/// excess is under the stride (pool_attrs::oversized_kernel), as PyTorch's output size does.
 ///
 ///     // F.avg_pool2d(x, 3, stride=2, padding=1, ceil_mode=True)
 ///     auto a = avgpool::torch::avg_pool<2>({3}, {2}, {1}, true);
