@@ -481,27 +481,28 @@ TEST(FrontendOpenVino, RoundingUnderAutoPad) {
         auto g = avgpool::infer_geometry<1>({X}, *a);
         return g ? g->output[0] : -1;
     };
-    avgpool::openvino::avg_pool_data d = ov_layer("2", "2", "0", "0");
-    d.auto_pad = "valid";
-    d.rounding_type = "ceil";
-    EXPECT_EQ(extent(5, d, 1), 3);
-    d.rounding_type = "ceil_torch";
-    EXPECT_EQ(extent(5, d, 14), 3);
-    d.rounding_type = "floor";
-    EXPECT_EQ(extent(5, d, 1), 2);
-    // same_upper with pads clamped to 0 (kernel 1, stride 3): ceil keeps a window past the end.
-    d = ov_layer("1", "3", "0", "0");
-    d.auto_pad = "same_upper";
-    d.rounding_type = "ceil";
-    EXPECT_EQ(extent(5, d, 1), 3);
-    d.rounding_type = "ceil_torch";
-    EXPECT_EQ(extent(5, d, 14), 2);
-    d.rounding_type = "floor";
-    EXPECT_EQ(extent(5, d, 1), 2);
-    // Kernel 3 on 2 values: "larger than the data shape after padding" even under ceil.
-    d = ov_layer("3", "3", "0", "0");
-    d.rounding_type = "ceil";
-    EXPECT_EQ(extent(2, d, 1), -1);
+    struct row {
+        const char *kernel, *strides, *auto_pad, *rounding;
+        int version;
+        index_t X, want;  // want -1: rejected
+    };
+    const row rows[] = {
+        {"2", "2", "valid", "ceil", 1, 5, 3},
+        {"2", "2", "valid", "ceil_torch", 14, 5, 3},
+        {"2", "2", "valid", "floor", 1, 5, 2},
+        // same_upper with pads clamped to 0 (kernel 1, stride 3): ceil keeps a window past the end.
+        {"1", "3", "same_upper", "ceil", 1, 5, 3},
+        {"1", "3", "same_upper", "ceil_torch", 14, 5, 2},
+        {"1", "3", "same_upper", "floor", 1, 5, 2},
+        // Kernel 3 on 2 values: "larger than the data shape after padding" even under ceil.
+        {"3", "3", "explicit", "ceil", 1, 2, -1},
+    };
+    for (const row& r : rows) {
+        avgpool::openvino::avg_pool_data d = ov_layer(r.kernel, r.strides, "0", "0");
+        d.auto_pad = r.auto_pad;
+        d.rounding_type = r.rounding;
+        EXPECT_EQ(extent(r.X, d, r.version), r.want) << r.kernel << " " << r.strides << " " << r.auto_pad << " " << r.rounding;
+    }
 }
 
 TEST(FrontendOpenVino, ExcludePadNeedsPadsSmallerThanTheDilatedKernel) {
