@@ -754,6 +754,13 @@ TEST(FrontendTorch, AdaptiveOutputSize) {
                     "output_size: 2 given; expected 1, one per spatial axis");
     EXPECT_FE_ERROR(avgpool::torch::adaptive_avg_pool2d({1, 3, 8, 8}, {0}), errc::invalid_value,
                     "output_size[0] = 0: must be >= 1");
+    // None: per axis in 2-D and 3-D only (PyTorch: (None,) and 1-D None are errors).
+    EXPECT_EQ(*avgpool::torch::adaptive_avg_pool3d({1, 8, 4, 6, 6}, {std::nullopt, 3, std::nullopt}),
+              (avgpool::dims<3>{4, 3, 6}));
+    EXPECT_FE_ERROR(avgpool::torch::adaptive_avg_pool2d({1, 3, 8, 8}, {std::nullopt}), errc::invalid_value,
+                    "output_size[0]: None keeps an axis only with one entry per axis");
+    EXPECT_FE_ERROR(avgpool::torch::adaptive_avg_pool1d({1, 3, 8}, {std::nullopt}), errc::invalid_value,
+                    "output_size[0]: None is not a size for adaptive_avg_pool1d");
     EXPECT_FE_ERROR(avgpool::torch::adaptive_avg_pool2d({1, 3, 8, 0}, {2}), errc::invalid_value,
                     "input_shape[3] = 0: spatial extent must be >= 1");
 }

@@ -133,7 +133,7 @@ inline result<pool_attrs<3>> avg_pool3d(const std::vector<index_t>& kernel_size,
 }
 
 /// adaptive_avg_pool{R}d's output_size for an input {N, C, spatial...}: a single value or one
-/// per axis, where std::nullopt (Python's None) keeps that axis's input extent. Returns the
+/// per axis, where std::nullopt (Python's None, R >= 2) keeps that axis's input extent. Returns the
 /// output spatial extents; each must be >= 1, as must the input's spatial extents.
 ///
 ///     auto o = avgpool::torch::adaptive_avg_pool<2>({1, 64, 10, 9}, {5, std::nullopt});  // {5, 9}
@@ -152,6 +152,12 @@ result<dims<R>> adaptive_avg_pool(const dims<R + 2>& input_shape,
     dims<R> out{};
     for (std::size_t i = 0; i < R; ++i) {
         const std::optional<index_t>& o = output_size[output_size.size() == 1 ? 0 : i];
+        // None keeps an axis only in adaptive_avg_pool2d/3d's per-axis form (Python's
+        // _list_with_default); 1-D takes ints only, and a lone None is no size at all.
+        if (!o && (R == 1 || output_size.size() != R))
+            return detail::make_error_novalue(errc::invalid_value, "output_size", static_cast<int>(i),
+                                              R == 1 ? "None is not a size for adaptive_avg_pool1d"
+                                                     : "None keeps an axis only with one entry per axis");
         out[i] = o ? *o : input_shape[i + 2];
         // PyTorch allows 0 (an empty output); avgpool makes no empty outputs.
         if (out[i] < 1)
