@@ -465,8 +465,6 @@ public:
         pack_ = perm_packed(nch_, W_, Wo_);
         two_ = pack_ ? static_cast<__mmask16>((1u << (2 * Wo_)) - 1u) : chunks_[0].keep;
         taps_ = p.perm_htaps;
-        // Copied next to the kernel's other state: the plan's vector is not 64-byte aligned, and
-        // a table vector split over two cache lines cost 5% on 112x112 planes.
         idx_ = p.perm_hidx.data();  // read in place (copying them was a tenth of a small call)
         mask_ = p.perm_hmask.data();
 
@@ -555,6 +553,33 @@ private:
             return perm_sum<V>(kv, [&](index_t i) { return masked_load(keep, o[i] >= 0 ? x + o[i] + col : none); });
         };
         const __m512 z = _mm512_setzero_ps();
+        // 1-D, one row a plane: chunk k of planes cb .. ce - 1 with its tables ix, mk. Nothing
+        // in the loop but the plane's loads, permutes and store (a branch and the row offset's
+        // reload per plane made 64 planes of 32 take twice the permutes' time); the sum scales
+        // by 1 / divisor (average) or by 1 (sum), both one fused multiply-add, which also gives
+        // plus_zero's + 0. Planes before `whole` load whole vectors, which stay inside the input
+        // tensor (the lanes past the row are never selected); the last ones load under the masks.
+        auto planes_1d = [&](const chunk k, index_t cb, index_t ce, const __m512i* ix, const __mmask16* mk)
+                             AVGPOOL_INLINE_LAMBDA {
+            const __m512 scale = rdiv != nullptr ? _mm512_maskz_loadu_ps(k.keep, rdiv + k.o0) : _mm512_set1_ps(1.0f);
+            const index_t from = off[0] + k.base;  // (the row table of a 1-D plan is {0})
+            const M* x = in + cb * xs + from;
+            M* y = out + cb * os + k.o0;
+            const bool both = k.hi != 0;
+            const index_t whole = unmasked_planes(cb, ce, both ? 32 : 16, from);
+            index_t c = cb;
+            if (both) {
+                for (; c < whole; ++c, x += xs, y += os)
+                    masked_store(y, k.keep, _mm512_fmadd_ps(across(full_load(x), full_load(x + 16), ix, mk), scale, z));
+            } else {
+                for (; c < whole; ++c, x += xs, y += os)
+                    masked_store(y, k.keep, _mm512_fmadd_ps(across(full_load(x), z, ix, mk), scale, z));
+            }
+            for (; c < ce; ++c, x += xs, y += os) {
+                const __m512 a = masked_load(k.lo, x), b = both ? masked_load(k.hi, x + 16) : z;
+                masked_store(y, k.keep, _mm512_fmadd_ps(across(a, b, ix, mk), scale, z));
+            }
+        };
         // Longer rows: chunk by chunk, each with its own tables.
         const index_t plane_bytes = xs * static_cast<index_t>(sizeof(M));
         if (nch > 1 && plane_bytes <= perm_block_bytes) {
@@ -578,24 +603,7 @@ private:
                         // spilled its masks: 32 rows of 100 at stride 2, 0.39 us).
                         if (r0 >= r1) return;  // an empty row range writes nothing
                         if (off[0] >= 0) {
-                            const __m512 scale = rdiv != nullptr ? _mm512_maskz_loadu_ps(k.keep, rdiv + k.o0) : _mm512_set1_ps(1.0f);
-                            const M* x = in + cb * xs + off[0] + k.base;
-                            M* y = out + cb * os + k.o0;
-                            // Whole-vector loads where they stay in the tensor, as below.
-                            const bool both = k.hi != 0;
-                            const index_t whole = unmasked_planes(cb, ce, both ? 32 : 16, off[0] + k.base);
-                            index_t c = cb;
-                            if (both) {
-                                for (; c < whole; ++c, x += xs, y += os)
-                                    masked_store(y, k.keep, _mm512_fmadd_ps(across(full_load(x), full_load(x + 16), ix, mk), scale, z));
-                            } else {
-                                for (; c < whole; ++c, x += xs, y += os)
-                                    masked_store(y, k.keep, _mm512_fmadd_ps(across(full_load(x), z, ix, mk), scale, z));
-                            }
-                            for (; c < ce; ++c, x += xs, y += os) {
-                                const __m512 a = masked_load(k.lo, x), b = both ? masked_load(k.hi, x + 16) : z;
-                                masked_store(y, k.keep, _mm512_fmadd_ps(across(a, b, ix, mk), scale, z));
-                            }
+                            planes_1d(k, cb, ce, ix, mk);
                             continue;
                         }
                     }
@@ -700,31 +708,7 @@ private:
             // a register (the general loop reloaded them and spilled its tables: pool_ci_1d
             // regular, 64 planes of 32: 0.233 -> 0.120 us).
             if (r0 >= r1) return;  // (the one row; run_rows may ask for none)
-            const __m512 zero = _mm512_setzero_ps();
-            // The sum scales by 1 / divisor (average) or by 1 (sum): both one fused
-            // multiply-add, which also gives plus_zero's + 0.
-            const __m512 rd = rdiv != nullptr ? _mm512_maskz_loadu_ps(one, rdiv) : _mm512_set1_ps(1.0f);
-            // The loop with nothing in it but the plane's loads, permutes and store (a
-            // branch and the row offset's reload per plane made 64 planes of 32 take twice
-            // the permutes' time).
-            // (The row table of a 1-D plan is {0}: its one row, offset 0.)
-            const M* x = in + c0 * xs;
-            M* y = out + c0 * os;
-            // Planes before `whole` load whole vectors, which stay inside the input tensor
-            // (the lanes past the row are never selected); the last ones load under the masks.
-            const index_t whole = unmasked_planes(c0, c1, wide ? 32 : 16);
-            index_t c = c0;
-            if (wide) {
-                for (; c < whole; ++c, x += xs, y += os)
-                    masked_store(y, one, _mm512_fmadd_ps(across(full_load(x), full_load(x + 16), idx, m), rd, zero));
-                for (; c < c1; ++c, x += xs, y += os)
-                    masked_store(y, one, _mm512_fmadd_ps(across(masked_load(lo, x), masked_load(hi, x + 16), idx, m), rd, zero));
-            } else {
-                for (; c < whole; ++c, x += xs, y += os)
-                    masked_store(y, one, _mm512_fmadd_ps(across(full_load(x), z, idx, m), rd, zero));
-                for (; c < c1; ++c, x += xs, y += os)
-                    masked_store(y, one, _mm512_fmadd_ps(across(masked_load(lo, x), z, idx, m), rd, zero));
-            }
+            planes_1d(chunks[0], c0, c1, idx, m);
             return;
         }
         for (index_t c = c0; c < c1; ++c) {
