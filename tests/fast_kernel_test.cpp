@@ -701,6 +701,43 @@ void expect_empty_ranges_write_nothing(const Kernel& k, const float* src, std::s
     for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(none[i], 5.0f) << what << ": an empty row range wrote element " << i;
 }
 
+// The permute kernel on 16-bit storage M (converted in registers; bfloat16 rows split into
+// their even and odd columns, which the plan's other lane tables address): the float
+// kernel's bits on the rounded inputs, rounded once, for whole planes and planes split at a
+// random row.
+template <class M, std::size_t R>
+void perm_half_check(const avgpool::detail::plan_data<R>& d, const std::vector<float>& in, index_t rows, std::mt19937_64& gen) {
+    namespace dt = avgpool::detail;
+    const index_t items = d.input_shape[0] * d.input_shape[1];
+    std::size_t on = 1;
+    for (index_t e : d.output_shape) on *= static_cast<std::size_t>(e);
+    std::vector<M> hin(in.size());
+    std::vector<float> rounded(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        hin[i] = M(in[i]);
+        rounded[i] = static_cast<float>(hin[i]);
+    }
+    for (auto op : {dt::pool_op::average, dt::pool_op::sum}) {
+        std::vector<float> want(on);
+        dt::perm_kernel<R>(d, op).run(rounded.data(), want.data(), 0, items);
+        std::vector<M> whole(on, M(1e30f)), parts(on, M(1e30f));
+        const dt::perm_kernel<R, M> k(d, op);
+        k.run(hin.data(), whole.data(), 0, items);
+        for (index_t item = 0; item < items; ++item) {
+            const index_t cut = std::uniform_int_distribution<index_t>(0, rows)(gen);
+            k.run_rows(hin.data(), parts.data(), item, cut, rows);
+            k.run_rows(hin.data(), parts.data(), item, 0, cut);
+        }
+        for (std::size_t i = 0; i < on; ++i) {
+            const M w = M(want[i]);
+            ASSERT_EQ(0, std::memcmp(&w, &whole[i], sizeof(M)))
+                << (op == dt::pool_op::sum ? "sum" : "average") << " output " << i << ": " << static_cast<float>(whole[i])
+                << ", the float kernel's rounded " << static_cast<float>(w);
+        }
+        ASSERT_EQ(0, std::memcmp(whole.data(), parts.data(), on * sizeof(M))) << "run_rows split";
+    }
+}
+
 // The permute kernel (rows of at most 32, output rows of at most 16; AVX-512) on one plan:
 // forward average and sum, and backward where it applies, against the reference within the
 // accuracy bound; the same bits when planes are split into blocks of rows at a random cut (odd
@@ -755,6 +792,15 @@ void perm_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std
         ASSERT_EQ(0, std::memcmp(whole.data(), api.data(), on * sizeof(float))) << what << ": public API";
         ASSERT_EQ(0, std::memcmp(whole.data(), threaded.data(), on * sizeof(float))) << what << ": thread pool";
     }
+    {
+        SCOPED_TRACE("bfloat16 storage");
+        perm_half_check<avgpool::bfloat16, R>(d, in, rows, gen);
+    }
+    {
+        SCOPED_TRACE("float16 storage");
+        perm_half_check<avgpool::float16, R>(d, in, rows, gen);
+    }
+    if (::testing::Test::HasFatalFailure()) return;
     // Backward, where it applies (rows up to 32, outputs up to 16): the same checks over input rows.
     if (!dt::perm_backward_applicable<float, R>(d)) return;
     index_t in_rows = 1;

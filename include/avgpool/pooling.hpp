@@ -624,7 +624,7 @@ private:
 #endif
         if (detail::perm_geometry<R>(d_)) {
             d_.perm_rows = detail::perm_rows<R>(d_);
-            detail::perm_horizontal<R>(d_, d_.perm_hchunks, d_.perm_hidx, d_.perm_hmask, d_.perm_htaps);
+            detail::perm_horizontal<R>(d_, d_.perm_hchunks, d_.perm_hidx, d_.perm_hidx_eo, d_.perm_hmask, d_.perm_htaps);
             detail::perm_slices_first<R>(d_, d_.perm_slices, d_.perm_hrows);
             if (g.input[R - 1] <= 16 * detail::perm_bmax_vecs) {
                 d_.perm_bcols = detail::perm_backward_columns<R>(d_, d_.perm_btaps);

@@ -282,17 +282,25 @@ struct vpair {
     friend vpair operator+(const vpair& x, const vpair& y) noexcept { return {x.a + y.a, x.b + y.b}; }
 };
 
+#if AVGPOOL_HAS_XSIMD && AVGPOOL_FLOAT16_AVX2 && defined(__AVX512BW__)
+/// 32 bfloat16 values as floats: those at even positions (even) and at odd ones (odd), one
+/// shift and one AND (no widening shuffles). Value 2i is the low half of 32-bit lane i, value
+/// 2i + 1 its high half, and a float is its bfloat16 bits in the high half.
+AVGPOOL_ALWAYS_INLINE void split_bf16(__m512i w, __m512& even, __m512& odd) noexcept {
+    even = _mm512_castsi512_ps(_mm512_maskz_slli_epi32(all16, w, 16));
+    odd = _mm512_castsi512_ps(_mm512_and_si512(w, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+}
+#endif
+
 template <class M>
 inline vpair<compute_t<M>> vload_pair(const M* p) noexcept {
     using T = compute_t<M>;
     constexpr std::size_t W = vec<T>::width;
 #if AVGPOOL_HAS_XSIMD && AVGPOOL_FLOAT16_AVX2 && defined(__AVX512BW__)
     if constexpr (std::is_same<M, bfloat16>::value && W == 16) {
-        // Value 2i is the low half of 32-bit lane i, value 2i + 1 its high half: a float is
-        // its bfloat16 bits in the high half.
-        const __m512i x = _mm512_loadu_si512(p);
-        return {vec<T>{_mm512_castsi512_ps(_mm512_maskz_slli_epi32(all16, x, 16))},
-                vec<T>{_mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))))}};
+        __m512 e, o;
+        split_bf16(_mm512_loadu_si512(p), e, o);
+        return {vec<T>{e}, vec<T>{o}};
     }
 #endif
 #if AVGPOOL_HAS_XSIMD && AVGPOOL_FLOAT16_AVX2

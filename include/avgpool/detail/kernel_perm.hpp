@@ -119,7 +119,7 @@ bool perm_geometry(const plan_data<R>& p) noexcept {
 /// second vector.
 template <std::size_t R>
 void perm_horizontal(const plan_data<R>& p, std::vector<index_t>& chunks, std::vector<lane_table>& idx,
-                     std::vector<std::uint16_t>& mask, index_t& taps) {
+                     std::vector<lane_table>& idx_eo, std::vector<std::uint16_t>& mask, index_t& taps) {
     const window* w = p.axis(R - 1);
     const index_t W = p.geometry.input[R - 1], Wo = p.geometry.output[R - 1];
     const index_t d = p.adaptive ? 1 : p.geometry.dilations[R - 1];
@@ -153,6 +153,10 @@ void perm_horizontal(const plan_data<R>& p, std::vector<index_t>& chunks, std::v
             mask[static_cast<std::size_t>(ch * K + t)] = static_cast<std::uint16_t>(m);
         }
     }
+    // Packed rows too: the second row's column c is lane 16 + c of the 32 split.
+    idx_eo = idx;
+    for (lane_table& tab : idx_eo)
+        for (std::int32_t& v : tab.lane) v = v % 2 != 0 ? 16 + v / 2 : v / 2;
 }
 
 // Row offsets of the window product over the outer axes a .. R - 2, from base (in rows).
@@ -461,11 +465,13 @@ public:
         const index_t* t = p.perm_hchunks.data();
         nch_ = static_cast<index_t>(p.perm_hchunks.size()) / 3;
         for (index_t ch = 0; ch < nch_; ++ch, t += 3)
-            chunks_[static_cast<std::size_t>(ch)] = chunk{t[0], t[1], t[2], bits(W_ - t[2]), bits(W_ - t[2] - 16), bits(t[1])};
+            chunks_[static_cast<std::size_t>(ch)] = chunk{t[0], t[1], t[2], bits(W_ - t[2]), bits(W_ - t[2] - 16), bits(t[1]), 0};
+        for (chunk& k : chunks_) k.both = static_cast<__mmask32>(k.lo | (static_cast<std::uint32_t>(k.hi) << 16));
         pack_ = perm_packed(nch_, W_, Wo_);
         two_ = pack_ ? static_cast<__mmask16>((1u << (2 * Wo_)) - 1u) : chunks_[0].keep;
         taps_ = p.perm_htaps;
         idx_ = p.perm_hidx.data();  // read in place (copying them was a tenth of a small call)
+        idx_eo_ = p.perm_hidx_eo.data();
         mask_ = p.perm_hmask.data();
 
         nr_ = 1;
@@ -552,6 +558,37 @@ private:
             const index_t* o = off + r * kv;
             return perm_sum<V>(kv, [&](index_t i) { return masked_load(keep, o[i] >= 0 ? x + o[i] + col : none); });
         };
+        // bfloat16 storage (split): an input row's 32 columns from the chunk's base are one
+        // load, split into the even and the odd columns (split_bf16), which the permutes take
+        // as their two sources through the plan's eo tables: no widening shuffle competing
+        // with the permutes for their port. Each column's sum is the same as the float
+        // kernel's, so are the bits. Packed rows and the float slices of 3-D pools keep the
+        // widening loads and the plain tables.
+        constexpr bool split = std::is_same<M, bfloat16>::value;
+        const lane_table* const idx_h = split ? idx_eo_ : idx_all;  // the tables of chunked rows
+        // Output row r of plane x, columns [col, col + 32) under keep: down() split.
+        auto across_split = [&](const M* x, index_t r, __mmask32 keep, index_t col, const __m512i* ix,
+                                const __mmask16* mk) AVGPOOL_INLINE_LAMBDA {
+            const M* const none = reinterpret_cast<const M*>(zero_);
+            const index_t* o = off + r * kv;
+            auto row = [&](index_t i) AVGPOOL_INLINE_LAMBDA {
+                return _mm512_maskz_loadu_epi16(keep, o[i] >= 0 ? x + o[i] + col : none);
+            };
+            __m512 e, d;
+            split_bf16(row(0), e, d);
+            auto step = [&](index_t i) AVGPOOL_INLINE_LAMBDA {
+                __m512 e1, d1;
+                split_bf16(row(i), e1, d1);
+                e = _mm512_add_ps(e, e1);
+                d = _mm512_add_ps(d, d1);
+            };
+            if constexpr (V > 0) {
+                unrolled<V - 1>([&](auto i) { step(static_cast<index_t>(i) + 1); });
+            } else {
+                for (index_t i = 1; i < kv; ++i) step(i);
+            }
+            return across(e, d, ix, mk);
+        };
         const __m512 z = _mm512_setzero_ps();
         // 1-D, one row a plane: chunk k of planes cb .. ce - 1 with its tables ix, mk. Nothing
         // in the loop but the plane's loads, permutes and store (a branch and the row offset's
@@ -566,8 +603,20 @@ private:
             const M* x = in + cb * xs + from;
             M* y = out + cb * os + k.o0;
             const bool both = k.hi != 0;
-            const index_t whole = unmasked_planes(cb, ce, both ? 32 : 16, from);
             index_t c = cb;
+            if constexpr (split) {  // 32 values a plane, split (one row, no vertical sum)
+                __m512 e, d;
+                for (const index_t whole = unmasked_planes(cb, ce, 32, from); c < whole; ++c, x += xs, y += os) {
+                    split_bf16(_mm512_loadu_si512(x), e, d);
+                    masked_store(y, k.keep, _mm512_fmadd_ps(across(e, d, ix, mk), scale, z));
+                }
+                for (; c < ce; ++c, x += xs, y += os) {
+                    split_bf16(_mm512_maskz_loadu_epi16(k.both, x), e, d);
+                    masked_store(y, k.keep, _mm512_fmadd_ps(across(e, d, ix, mk), scale, z));
+                }
+                return;
+            }
+            const index_t whole = unmasked_planes(cb, ce, both ? 32 : 16, from);
             if (both) {
                 for (; c < whole; ++c, x += xs, y += os)
                     masked_store(y, k.keep, _mm512_fmadd_ps(across(full_load(x), full_load(x + 16), ix, mk), scale, z));
@@ -594,7 +643,7 @@ private:
                     __m512i ix[K > 0 ? K : 1];
                     __mmask16 mk[K > 0 ? K : 1];
                     for (int t = 0; t < K; ++t) {
-                        ix[t] = perm_table(idx_all[ch * K + t].lane);
+                        ix[t] = perm_table(idx_h[ch * K + t].lane);
                         mk[t] = mask_all[ch * K + t];
                     }
                     if constexpr (R == 1) {
@@ -611,8 +660,12 @@ private:
                         const M* const x = in + c * xs;
                         M* const y = out + c * os;
                         for (index_t r = r0; r < r1; ++r) {
-                            const __m512 a = down(x, r, k.lo, k.base), b = k.hi != 0 ? down(x, r, k.hi, k.base + 16) : z;
-                            finish(y, across(a, b, ix, mk), r, k.o0, k.keep);
+                            if constexpr (split) {
+                                finish(y, across_split(x, r, k.both, k.base, ix, mk), r, k.o0, k.keep);
+                            } else {
+                                const __m512 a = down(x, r, k.lo, k.base), b = k.hi != 0 ? down(x, r, k.hi, k.base + 16) : z;
+                                finish(y, across(a, b, ix, mk), r, k.o0, k.keep);
+                            }
                         }
                     }
                 }
@@ -629,19 +682,25 @@ private:
                     for (index_t ch = 0; ch < nch; ++ch) {
                         const chunk& k = chunks[ch];
                         __m512i ix[K > 0 ? K : 1];
-                        for (int t = 0; t < K; ++t) ix[t] = perm_table(idx_all[ch * K + t].lane);
-                        const __m512 a = down(x, r, k.lo, k.base), b = k.hi != 0 ? down(x, r, k.hi, k.base + 16) : z;
-                        finish(y, across(a, b, ix, mask_all + ch * K), r, k.o0, k.keep);
+                        for (int t = 0; t < K; ++t) ix[t] = perm_table(idx_h[ch * K + t].lane);
+                        if constexpr (split) {
+                            finish(y, across_split(x, r, k.both, k.base, ix, mask_all + ch * K), r, k.o0, k.keep);
+                        } else {
+                            const __m512 a = down(x, r, k.lo, k.base), b = k.hi != 0 ? down(x, r, k.hi, k.base + 16) : z;
+                            finish(y, across(a, b, ix, mask_all + ch * K), r, k.o0, k.keep);
+                        }
                     }
             }
             return;
         }
         // The only chunk's tables in registers (loaded here: the chunked paths above have
         // their own).
+        // (Split bfloat16 rows: 1-D planes, and rows neither packed nor summed from slices.)
+        const bool eo = split && (R == 1 || (!pack && kd_ == 0));
         __m512i idx[K > 0 ? K : 1];
         __mmask16 m[K > 0 ? K : 1];
         for (int t = 0; t < K; ++t) {
-            idx[t] = perm_table(idx_all[t].lane);
+            idx[t] = perm_table((eo ? idx_eo_ : idx_all)[t].lane);
             m[t] = mask_all[t];
         }
         if (kd_ > 0) {
@@ -715,7 +774,10 @@ private:
             const M* const x = in + c * xs;
             M* const y = out + c * os;
             index_t r = r0;
-            if (pack) {
+            if (eo) {
+                const __mmask32 both = chunks[0].both;
+                for (; r < r1; ++r) finish(y, across_split(x, r, both, 0, idx, m), r, 0, one);
+            } else if (pack) {
                 for (; r + 1 < r1; r += 2) finish(y, across(down(x, r, lo, 0), down(x, r + 1, lo, 0), idx, m), r, 0, two);
                 if (r < r1) finish(y, across(down(x, r, lo, 0), z, idx, m), r, 0, one);
             } else if (!wide) {
@@ -749,12 +811,14 @@ private:
     struct chunk {
         index_t o0, n, base;
         __mmask16 lo, hi, keep;
+        __mmask32 both;  // lo and hi as one mask of 32 16-bit values
     };
     // A fixed array (no allocation per call; the tiny 1-D shapes notice it).
     std::array<chunk, perm_max_chunks> chunks_{};
     index_t nch_ = 0;
     __mmask16 two_ = 0;
     const lane_table* idx_ = nullptr;  // the plan's lane tables and masks (perm_horizontal)
+    const lane_table* idx_eo_ = nullptr;  // its tables for split bfloat16 rows
     const std::uint16_t* mask_ = nullptr;
     alignas(64) unsigned char zero_[16 * sizeof(float)] = {};  // a zero vector of 16 floats (or M)
 };

@@ -120,6 +120,9 @@ struct plan_data {
     // and tap, and the tap count.
     std::vector<index_t> perm_hchunks;
     std::vector<lane_table> perm_hidx;
+    // The same tables for bfloat16 storage, which loads 32 columns at once and splits them
+    // into even and odd columns (the permutes' two sources): column v at lane v / 2 or 16 + v / 2.
+    std::vector<lane_table> perm_hidx_eo;
     std::vector<std::uint16_t> perm_hmask;
     index_t perm_htaps = 0;
     // 3-D pools it runs slice-sums first (perm_slices_first): per first-axis output the slice
