@@ -502,6 +502,42 @@ void strip_blocks_suite() {
 TEST(SameKernel, StripBlocksFloat) { strip_blocks_suite<float>(); }
 TEST(SameKernel, StripBlocksDouble) { strip_blocks_suite<double>(); }
 
+// The 2x2 kernel on 16-bit storage M (converted in registers): the float kernel's bits on the rounded inputs, rounded
+// once, with the later planes run first and planes split at a random row.
+template <class M>
+void pair_half_check(const avgpool::detail::plan_data<2>& d, std::mt19937_64& gen) {
+    namespace dt = avgpool::detail;
+    const index_t items = d.input_shape[0] * d.input_shape[1], Ho = d.output_shape[2];
+    const std::size_t xn = static_cast<std::size_t>(items * d.input_shape[2] * d.input_shape[3]),
+                      on = static_cast<std::size_t>(items * Ho * d.output_shape[3]);
+    avgpool_test::uniform<double> dist(-4.0, 4.0);
+    std::vector<M> hin(xn);
+    std::vector<float> rounded(xn);
+    for (std::size_t i = 0; i < xn; ++i) {
+        hin[i] = M(static_cast<float>(dist(gen)));
+        rounded[i] = static_cast<float>(hin[i]);
+    }
+    for (auto op : {dt::pool_op::average, dt::pool_op::sum}) {
+        std::vector<float> want(on);
+        dt::pair_kernel<float, 2>(d, op).run(rounded.data(), want.data(), 0, items);
+        std::vector<M> got(on, M(1e30f)), parts(on, M(1e30f));
+        const dt::pair_kernel<float, 2, M> k(d, op);
+        k.run(hin.data(), got.data(), items / 2, items);
+        k.run(hin.data(), got.data(), 0, items / 2);
+        for (index_t item = 0; item < items; ++item) {
+            const index_t cut = std::uniform_int_distribution<index_t>(0, Ho)(gen);
+            k.run_rows(hin.data(), parts.data(), item, cut, Ho);
+            k.run_rows(hin.data(), parts.data(), item, 0, cut);
+        }
+        for (std::size_t i = 0; i < on; ++i) {
+            const M w = M(want[i]);
+            ASSERT_EQ(0, std::memcmp(&w, &got[i], sizeof(M))) << "output " << i << ": " << static_cast<float>(got[i])
+                                                              << ", the float kernel's rounded " << static_cast<float>(w);
+        }
+        ASSERT_EQ(0, std::memcmp(got.data(), parts.data(), on * sizeof(M))) << "run_rows split";
+    }
+}
+
 // 2x2 stride 2 with whole windows: any extents (odd ones leave a row / column unread), pads
 // that no window reaches, every divisor rule and override; forward in two calls and backward.
 template <class T>
@@ -540,9 +576,15 @@ void pair_suite(int cases) {
         compare<T, 2>(shape, a, gen, trace, kernel_kind::pair);
         if (::testing::Test::HasFatalFailure()) return;
 
-        SCOPED_TRACE(trace + " (backward)");
         auto plan = avgpool::pooling<2>::create(shape, a);
         const auto& d = avgpool::detail::plan_access::data(*plan);
+        if constexpr (std::is_same<T, float>::value) {
+            SCOPED_TRACE(trace + " (16-bit storage)");
+            pair_half_check<avgpool::bfloat16>(d, gen);
+            pair_half_check<avgpool::float16>(d, gen);
+            if (::testing::Test::HasFatalFailure()) return;
+        }
+        SCOPED_TRACE(trace + " (backward)");
         avgpool_test::uniform<double> dist(-4.0, 4.0);
         std::vector<T> g(static_cast<std::size_t>(plan->output_size()));
         for (T& x : g) x = static_cast<T>(dist(gen));
