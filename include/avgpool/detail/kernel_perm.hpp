@@ -12,7 +12,9 @@
 // edge cases. Rows of at most 16 with output rows of at most 8 pack two consecutive output rows
 // into one vector (the second row's vertical sum is the permute's second source), which halves
 // the horizontal work and the stores. Every lane does the same operations whichever rows share
-// its vector, so results do not depend on how a call is split.
+// its vector, so results do not depend on how a call is split. bfloat16 storage loads a row's
+// 32 columns at once and splits them into the even and the odd columns (a shift, an AND),
+// which the permutes read through remapped tables: no widening shuffle per 16 values.
 #ifndef AVGPOOL_DETAIL_KERNEL_PERM_HPP
 #define AVGPOOL_DETAIL_KERNEL_PERM_HPP
 
@@ -153,7 +155,8 @@ void perm_horizontal(const plan_data<R>& p, std::vector<index_t>& chunks, std::v
             mask[static_cast<std::size_t>(ch * K + t)] = static_cast<std::uint16_t>(m);
         }
     }
-    // Packed rows too: the second row's column c is lane 16 + c of the 32 split.
+    // bfloat16's tables: column v of the chunk's 32 at lane v / 2 (the even columns, the
+    // first source) or 16 + v / 2 (the odd ones, the second).
     idx_eo = idx;
     for (lane_table& tab : idx_eo)
         for (std::int32_t& v : tab.lane) v = v % 2 != 0 ? 16 + v / 2 : v / 2;
