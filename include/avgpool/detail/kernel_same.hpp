@@ -706,17 +706,16 @@ private:
         for (index_t i = 0; i < m; i += L) {
             // Offsets, not pointers, until the reads are known to be inside [in, in_end).
             const index_t off = i - pl;
+            // (The taps summed as a tree: see tree_sum; the same order in both vector forms.)
             if (i >= ilo && i <= ihi) {
                 const E* lo = src + off;
-                V acc = vload(lo);
-                for (int j = 1; j < K; ++j) acc = acc + vload(lo + j);
-                acc.store(dst + i);
+                auto tap = [&](int j) AVGPOOL_INLINE_LAMBDA { return vload(lo + j); };
+                tree_sum<0, K>(tap).store(dst + i);
             } else if (off >= -before && off + K - 1 + L <= after) {
                 const E* lo = src + off;
                 const T* mk = masks + i;
-                V acc = vload(lo).bit_and(V::load(mk));
-                for (int j = 1; j < K; ++j) acc = acc + vload(lo + j).bit_and(V::load(mk + j * ms));
-                acc.store(dst + i);
+                auto tap = [&](int j) AVGPOOL_INLINE_LAMBDA { return vload(lo + j).bit_and(V::load(mk + j * ms)); };
+                tree_sum<0, K>(tap).store(dst + i);
             } else {
                 // At the very start or end of the tensor: per lane, reading only valid taps.
                 for (index_t e = 0; e < L; ++e) {
