@@ -717,15 +717,16 @@ private:
                 auto tap = [&](int j) AVGPOOL_INLINE_LAMBDA { return vload(lo + j).bit_and(V::load(mk + j * ms)); };
                 tree_sum<0, K>(tap).store(dst + i);
             } else {
-                // At the very start or end of the tensor: per lane, reading only valid taps.
+                // At the very start or end of the tensor: per lane, reading only valid taps,
+                // a dropped tap +0 (as the AND makes it) and the taps summed in the same tree,
+                // so a plane's bits do not depend on where in the tensor it lies.
                 for (index_t e = 0; e < L; ++e) {
-                    const index_t x = i + e;
-                    const index_t w = x % W;
-                    T acc = T(0);
-                    if (x < m)
-                        for (index_t j = 0; j < K; ++j)
-                            if (w + j - pl >= 0 && w + j - pl < W) acc += sload(src[x + j - pl]);
-                    dst[x] = acc;
+                    const index_t x = i + e, w = x % W;
+                    auto tap = [&](int j) {
+                        const index_t col = w + j - pl;
+                        return x < m && col >= 0 && col < W ? sload(src[x + j - pl]) : T(0);
+                    };
+                    dst[x] = tree_sum<0, K>(tap);
                 }
             }
         }
