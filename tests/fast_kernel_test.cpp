@@ -542,40 +542,53 @@ TEST(SameKernel, PlanesAlikeWhereverTheyLie) {
 TEST(SameKernel, StripBlocksFloat) { strip_blocks_suite<float>(); }
 TEST(SameKernel, StripBlocksDouble) { strip_blocks_suite<double>(); }
 
-// The 2x2 kernel on 16-bit storage M (converted in registers): the float kernel's bits on the rounded inputs, rounded
-// once, with the later planes run first and planes split at a random row.
-template <class M>
-void pair_half_check(const avgpool::detail::plan_data<2>& d, std::mt19937_64& gen) {
+// A kernel on 16-bit storage M (converted in registers) against the same kernel on float
+// storage: the float kernel's bits on the rounded inputs, rounded once, for whole planes (two
+// calls, the later planes first) and planes split at a random outer row. make_float(op) and
+// make_half(op) build the two kernels; `rows`: outer output rows per plane.
+template <class M, class MakeFloat, class MakeHalf>
+void half_storage_check(const std::vector<float>& in, std::size_t on, index_t items, index_t rows, std::mt19937_64& gen,
+                        MakeFloat&& make_float, MakeHalf&& make_half) {
     namespace dt = avgpool::detail;
-    const index_t items = d.input_shape[0] * d.input_shape[1], Ho = d.output_shape[2];
-    const std::size_t xn = static_cast<std::size_t>(items * d.input_shape[2] * d.input_shape[3]),
-                      on = static_cast<std::size_t>(items * Ho * d.output_shape[3]);
-    avgpool_test::uniform<double> dist(-4.0, 4.0);
-    std::vector<M> hin(xn);
-    std::vector<float> rounded(xn);
-    for (std::size_t i = 0; i < xn; ++i) {
-        hin[i] = M(static_cast<float>(dist(gen)));
+    std::vector<M> hin(in.size());
+    std::vector<float> rounded(in.size());
+    for (std::size_t i = 0; i < in.size(); ++i) {
+        hin[i] = M(in[i]);
         rounded[i] = static_cast<float>(hin[i]);
     }
     for (auto op : {dt::pool_op::average, dt::pool_op::sum}) {
         std::vector<float> want(on);
-        dt::pair_kernel<float, 2>(d, op).run(rounded.data(), want.data(), 0, items);
-        std::vector<M> got(on, M(1e30f)), parts(on, M(1e30f));
-        const dt::pair_kernel<float, 2, M> k(d, op);
-        k.run(hin.data(), got.data(), items / 2, items);
-        k.run(hin.data(), got.data(), 0, items / 2);
+        make_float(op).run(rounded.data(), want.data(), 0, items);
+        std::vector<M> whole(on, M(1e30f)), parts(on, M(1e30f));
+        const auto k = make_half(op);
+        k.run(hin.data(), whole.data(), items / 2, items);
+        k.run(hin.data(), whole.data(), 0, items / 2);
         for (index_t item = 0; item < items; ++item) {
-            const index_t cut = std::uniform_int_distribution<index_t>(0, Ho)(gen);
-            k.run_rows(hin.data(), parts.data(), item, cut, Ho);
+            const index_t cut = std::uniform_int_distribution<index_t>(0, rows)(gen);
+            k.run_rows(hin.data(), parts.data(), item, cut, rows);
             k.run_rows(hin.data(), parts.data(), item, 0, cut);
         }
         for (std::size_t i = 0; i < on; ++i) {
             const M w = M(want[i]);
-            ASSERT_EQ(0, std::memcmp(&w, &got[i], sizeof(M))) << "output " << i << ": " << static_cast<float>(got[i])
-                                                              << ", the float kernel's rounded " << static_cast<float>(w);
+            ASSERT_EQ(0, std::memcmp(&w, &whole[i], sizeof(M)))
+                << (op == dt::pool_op::sum ? "sum" : "average") << " output " << i << ": " << static_cast<float>(whole[i])
+                << ", the float kernel's rounded " << static_cast<float>(w);
         }
-        ASSERT_EQ(0, std::memcmp(got.data(), parts.data(), on * sizeof(M))) << "run_rows split";
+        ASSERT_EQ(0, std::memcmp(whole.data(), parts.data(), on * sizeof(M))) << "run_rows split";
     }
+}
+
+// The 2x2 kernel on 16-bit storage (half_storage_check).
+template <class M>
+void pair_half_check(const avgpool::detail::plan_data<2>& d, std::mt19937_64& gen) {
+    namespace dt = avgpool::detail;
+    const index_t items = d.input_shape[0] * d.input_shape[1], Ho = d.output_shape[2];
+    avgpool_test::uniform<double> dist(-4.0, 4.0);
+    std::vector<float> in(static_cast<std::size_t>(items * d.input_shape[2] * d.input_shape[3]));
+    for (float& x : in) x = static_cast<float>(dist(gen));
+    half_storage_check<M>(
+        in, static_cast<std::size_t>(items * Ho * d.output_shape[3]), items, Ho, gen,
+        [&](dt::pool_op op) { return dt::pair_kernel<float, 2>(d, op); }, [&](dt::pool_op op) { return dt::pair_kernel<float, 2, M>(d, op); });
 }
 
 // 2x2 stride 2 with whole windows: any extents (odd ones leave a row / column unread), pads
@@ -783,41 +796,16 @@ void expect_empty_ranges_write_nothing(const Kernel& k, const float* src, std::s
     for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(none[i], 5.0f) << what << ": an empty row range wrote element " << i;
 }
 
-// The permute kernel on 16-bit storage M (converted in registers; bfloat16 rows split into
-// their even and odd columns, which the plan's other lane tables address): the float
-// kernel's bits on the rounded inputs, rounded once, for whole planes and planes split at a
-// random row.
+// The permute kernel on 16-bit storage M (half_storage_check; bfloat16 rows split into their
+// even and odd columns, which the plan's other lane tables address).
 template <class M, std::size_t R>
 void perm_half_check(const avgpool::detail::plan_data<R>& d, const std::vector<float>& in, index_t rows, std::mt19937_64& gen) {
     namespace dt = avgpool::detail;
-    const index_t items = d.input_shape[0] * d.input_shape[1];
     std::size_t on = 1;
     for (index_t e : d.output_shape) on *= static_cast<std::size_t>(e);
-    std::vector<M> hin(in.size());
-    std::vector<float> rounded(in.size());
-    for (std::size_t i = 0; i < in.size(); ++i) {
-        hin[i] = M(in[i]);
-        rounded[i] = static_cast<float>(hin[i]);
-    }
-    for (auto op : {dt::pool_op::average, dt::pool_op::sum}) {
-        std::vector<float> want(on);
-        dt::perm_kernel<R>(d, op).run(rounded.data(), want.data(), 0, items);
-        std::vector<M> whole(on, M(1e30f)), parts(on, M(1e30f));
-        const dt::perm_kernel<R, M> k(d, op);
-        k.run(hin.data(), whole.data(), 0, items);
-        for (index_t item = 0; item < items; ++item) {
-            const index_t cut = std::uniform_int_distribution<index_t>(0, rows)(gen);
-            k.run_rows(hin.data(), parts.data(), item, cut, rows);
-            k.run_rows(hin.data(), parts.data(), item, 0, cut);
-        }
-        for (std::size_t i = 0; i < on; ++i) {
-            const M w = M(want[i]);
-            ASSERT_EQ(0, std::memcmp(&w, &whole[i], sizeof(M)))
-                << (op == dt::pool_op::sum ? "sum" : "average") << " output " << i << ": " << static_cast<float>(whole[i])
-                << ", the float kernel's rounded " << static_cast<float>(w);
-        }
-        ASSERT_EQ(0, std::memcmp(whole.data(), parts.data(), on * sizeof(M))) << "run_rows split";
-    }
+    half_storage_check<M>(
+        in, on, d.input_shape[0] * d.input_shape[1], rows, gen, [&](dt::pool_op op) { return dt::perm_kernel<R>(d, op); },
+        [&](dt::pool_op op) { return dt::perm_kernel<R, M>(d, op); });
 }
 
 // The permute kernel (rows of at most 32, output rows of at most 16; AVX-512) on one plan:
