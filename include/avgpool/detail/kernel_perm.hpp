@@ -467,9 +467,11 @@ public:
         auto bits = [](index_t k) { return static_cast<__mmask16>(k >= 16 ? 0xffffu : k <= 0 ? 0u : (1u << k) - 1u); };
         const index_t* t = p.perm_hchunks.data();
         nch_ = static_cast<index_t>(p.perm_hchunks.size()) / 3;
-        for (index_t ch = 0; ch < nch_; ++ch, t += 3)
-            chunks_[static_cast<std::size_t>(ch)] = chunk{t[0], t[1], t[2], bits(W_ - t[2]), bits(W_ - t[2] - 16), bits(t[1]), 0};
-        for (chunk& k : chunks_) k.both = static_cast<__mmask32>(k.lo | (static_cast<std::uint32_t>(k.hi) << 16));
+        for (index_t ch = 0; ch < nch_; ++ch, t += 3) {
+            const __mmask16 lo = bits(W_ - t[2]), hi = bits(W_ - t[2] - 16);
+            const auto both = static_cast<__mmask32>(lo | (static_cast<std::uint32_t>(hi) << 16));
+            chunks_[static_cast<std::size_t>(ch)] = chunk{t[0], t[1], t[2], lo, hi, bits(t[1]), both};
+        }
         pack_ = perm_packed(nch_, W_, Wo_);
         two_ = pack_ ? static_cast<__mmask16>((1u << (2 * Wo_)) - 1u) : chunks_[0].keep;
         taps_ = p.perm_htaps;
