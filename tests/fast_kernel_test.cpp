@@ -78,7 +78,29 @@ void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
         } else if (kind == kernel_kind::flat) {
             const avgpool::detail::flat_kernel<T, R> k(d, op);
             k.run(in.data(), fast.data(), 0, items);
-            if constexpr (R >= 2) expect_split_rows(k);
+            expect_split_rows(k);
+            if constexpr (R == 1) {
+                // 1-D rows: exactly the scalar sum of the padded row's taps in order (padding
+                // adds +0), divided by the plan's divisor grid, plus 0.
+                const auto& g = d.geometry;
+                const index_t W = g.input[0], Wo = g.output[0];
+                const T* div = d.template flat_divisor<T>();
+                for (index_t item = 0; item < items; ++item) {
+                    for (index_t o = 0; o < Wo; ++o) {
+                        T acc = T(0);
+                        for (index_t j = 0; j < g.kernel[0]; ++j) {
+                            const index_t x = o * g.strides[0] + j - g.pads_begin[0];
+                            const T v = x >= 0 && x < W ? in[static_cast<std::size_t>(item * W + x)] : T(0);
+                            acc = j == 0 ? v : acc + v;
+                        }
+                        if (op == avgpool::detail::pool_op::average) acc = acc / div[o];
+                        acc = acc + T(0);
+                        const T got = fast[static_cast<std::size_t>(item * Wo + o)];
+                        ASSERT_TRUE(std::memcmp(&acc, &got, sizeof(T)) == 0 || (std::isnan(acc) && std::isnan(got)))
+                            << "plane " << item << " output " << o << ": " << got << " against the in-order sum " << acc;
+                    }
+                }
+            }
         } else if (kind == kernel_kind::same) {
             const avgpool::detail::same_kernel<T, R> k(d, op);
             k.run(in.data(), fast.data(), 0, items);

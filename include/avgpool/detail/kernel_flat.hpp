@@ -2,12 +2,13 @@
 // SPDX-License-Identifier: MIT
 //
 // The block kernel for the common memory-bound shapes: R = 1 to 3, last axis with dilation 1,
-// stride s = 1 or 2 and a kernel of at most 5 taps. Vertical sums of a block of rows go to a buffer whose rows keep
-// their zero padding between them (written once per call), de-interleaved into even / odd
-// phases at stride 2, so the horizontal pass has no edge cases: output ow of a row reads phase
-// j % s at ow + j / s for tap j, in padded coordinates. That removes the per-row costs that
-// dominate narrow rows (56 wide: 7 AVX2 vectors a row). Divisors come from a per-plan grid.
-// The summation order is the separable kernel's: sum over w of sum over h.
+// stride s = 1 or 2 and a kernel of at most 5 taps. Vertical sums of a block of rows go to a
+// buffer whose rows keep their zero padding between them (written once per call),
+// de-interleaved into even / odd phases at stride 2, so the horizontal pass has no edge cases:
+// output ow of a row reads phase j % s at ow + j / s for tap j, in padded coordinates. That
+// removes the per-row costs that dominate narrow rows (56 wide: 7 AVX2 vectors a row).
+// Divisors come from a per-plan grid. The summation order is the separable kernel's: sum over
+// w of sum over h. 1-D pools, one row a plane, take a path of their own (run_1d).
 #ifndef AVGPOOL_DETAIL_KERNEL_FLAT_HPP
 #define AVGPOOL_DETAIL_KERNEL_FLAT_HPP
 
@@ -85,6 +86,8 @@ public:
         row_len_ = padded / s_ + L;  // per phase
         // Input columns that any window reads (floor rounding may leave a tail unread).
         Wd_ = std::clamp<index_t>(span - pb_, 0, W_);
+        // 1-D pools whose padded row (pb + Wd <= span columns) fits run_1d()'s.
+        direct1d_ = R == 1 && pb_ >= 0 && pb_ <= span;
         rows_per_block_ = std::max<index_t>(1, flat_block / (row_len_ * s_));
         grid_ = p.template flat_divisor<T>();
         for (std::size_t a = 0; a + 1 < R; ++a) outer_ *= g.output[a];
@@ -95,7 +98,13 @@ public:
     /// plane boundaries, so small planes (7x7) share the per-block costs.
     /// Narrow rows over-read up to 2 vectors past a plane's end while they stay inside the input.
     void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
-        run_span(in + p_.input_shape[0] * p_.input_shape[1] * in_plane_, in, out, item_begin * outer_, item_end * outer_);
+        if constexpr (R == 1) {
+            if (direct1d_) {
+                run_1d(in_end(in), in, out, item_begin, item_end);
+                return;
+            }
+        }
+        run_span(in_end(in), in, out, item_begin * outer_, item_end * outer_);
     }
 
     /// Outer output rows row_begin .. row_end - 1 of plane `item` (row r is the flat index over
@@ -104,11 +113,112 @@ public:
     /// vertical sum, then its horizontal taps), so the bits are run()'s whatever the split.
     void run_rows(const M* in, M* out, index_t item, index_t row_begin, index_t row_end) const {
         if (row_begin >= row_end) return;
-        run_span(in + p_.input_shape[0] * p_.input_shape[1] * in_plane_, in, out, item * outer_ + row_begin,
-                 item * outer_ + row_end);
+        if constexpr (R == 1) {
+            if (direct1d_) {
+                run_1d(in_end(in), in, out, item, item + 1);  // (a plane is its one row)
+                return;
+            }
+        }
+        run_span(in_end(in), in, out, item * outer_ + row_begin, item * outer_ + row_end);
     }
 
 private:
+    // 1-D: each plane is one row, so the blocks' phase buffers (zeroed, filled, summed, then
+    // copied out) are three passes over data that two can do. A block of planes is copied
+    // into rows with their zero padding (rows this short are mostly edge), then each output
+    // vector's taps are read from them: at stride 2 de-interleaved from pairs of vectors, taps
+    // 2m and 2m + 1 from the pair at 2m. The whole block is copied before any of it is read:
+    // reading a row right after its stores, at other offsets than theirs, stalls on the store
+    // buffer. The taps are added in the blocks' order (j = 0, 1, ...) and divided by the same
+    // grid, so the bits are run_span()'s. (Zen 3, AVX2, 64 planes of 32 at k3 s2: 0.74x the
+    // time of run_span(); bench/README.md, session 43.)
+    const M* in_end(const M* in) const noexcept { return in + p_.input_shape[0] * p_.input_shape[1] * in_plane_; }
+
+    void run_1d(const M* in_end, const M* in, M* out, index_t item_begin, index_t item_end) const {
+        if (s_ == 1) {
+            switch (k_) {
+                case 1: run_1d_k<1, 1>(in_end, in, out, item_begin, item_end); break;
+                case 2: run_1d_k<2, 1>(in_end, in, out, item_begin, item_end); break;
+                case 3: run_1d_k<3, 1>(in_end, in, out, item_begin, item_end); break;
+                case 4: run_1d_k<4, 1>(in_end, in, out, item_begin, item_end); break;
+                default: run_1d_k<5, 1>(in_end, in, out, item_begin, item_end); break;
+            }
+        } else {
+            switch (k_) {
+                case 1: run_1d_k<1, 2>(in_end, in, out, item_begin, item_end); break;
+                case 2: run_1d_k<2, 2>(in_end, in, out, item_begin, item_end); break;
+                case 3: run_1d_k<3, 2>(in_end, in, out, item_begin, item_end); break;
+                case 4: run_1d_k<4, 2>(in_end, in, out, item_begin, item_end); break;
+                default: run_1d_k<5, 2>(in_end, in, out, item_begin, item_end); break;
+            }
+        }
+    }
+
+    template <int K, int S>
+    void run_1d_k(const M* in_end, const M* in, M* out, index_t item_begin, index_t item_end) const {
+        // A padded row: pb zeros, the Wd columns any window reads, zeros to the last vector's
+        // reach, S * (Wo rounded up to L) + 2 L + K columns, which flat_geometry() bounds
+        // ((Wo - 1) * S + K <= flat_block / 2); rows a whole number of vectors apart.
+        alignas(64) T buf[flat_block + 8 * L];
+        const index_t W = W_, Wo = Wo_, pb = pb_, Wd = Wd_;
+        const index_t reach = S * ((Wo + L - 1) / L * L) + 2 * L + K;
+        const index_t rs = (reach + L - 1) / L * L;
+        const index_t nb = std::max<index_t>(1, (flat_block + 8 * L) / rs);
+        // The padding, once per call, in the rows the blocks use (the copies never touch it).
+        for (index_t r = 0; r < std::min(nb, item_end - item_begin); ++r) {
+            T* row = buf + r * rs;
+            std::fill(row, row + pb, T(0));
+            std::fill(row + pb + Wd, row + rs, T(0));
+        }
+        const bool average = op_ == pool_op::average;
+        const T* const div = grid_;
+        for (index_t b0 = item_begin; b0 < item_end; b0 += nb) {
+            const index_t n = std::min(nb, item_end - b0);
+            for (index_t r = 0; r < n; ++r) {
+                const M* src = in + (b0 + r) * W;
+                T* x = buf + r * rs + pb;
+                // (+ 0 changes no output, each of which ends in + 0 whatever its taps' zero
+                // signs, and keeps GCC from making the loop a memcpy call per row.)
+                index_t c = 0;
+                for (; c + L <= Wd; c += L) plus_zero(vload(src + c)).store(x + c);
+                if (c < Wd && in_end - (src + c) >= L) {
+                    // A whole vector past the columns read (still inside the input), then the
+                    // padding it overwrote put back.
+                    plus_zero(vload(src + c)).store(x + c);
+                    V::splat(T(0)).store(x + Wd);
+                    c = Wd;
+                }
+                for (; c < Wd; ++c) x[c] = sload(src[c]);
+            }
+            for (index_t r = 0; r < n; ++r) {
+                const T* row = buf + r * rs;
+                M* dst = out + (b0 + r) * Wo;
+                const index_t room = (item_end - b0 - r) * Wo;  // outputs of this call from dst on
+                for (index_t u = 0; u < Wo; u += L) {
+                    V acc;
+                    if constexpr (S == 1) {
+                        acc = V::load(row + u);
+                        for (int j = 1; j < K; ++j) acc = acc + V::load(row + u + j);
+                    } else {
+                        V t[K + 1];
+                        for (int m = 0; 2 * m < K; ++m)
+                            deinterleave2_unordered(V::load(row + 2 * u + 2 * m), V::load(row + 2 * u + 2 * m + L), t[2 * m],
+                                                    t[2 * m + 1]);
+                        acc = t[0];
+                        for (int j = 1; j < K; ++j) acc = acc + t[j];
+                        acc = in_order(acc);
+                    }
+                    const V v = plus_zero(average ? acc / V::load(div + u) : acc);
+                    if (u + L <= room) {
+                        vstore(v, dst + u);  // (a spill past the plane: the next plane's, written after)
+                    } else {
+                        vstore_n(v, dst + u, Wo - u);
+                    }
+                }
+            }
+        }
+    }
+
     // Rows g_begin .. g_end - 1 of all planes' outer output rows in order (row g is row g % outer_
     // of plane g / outer_), in blocks of rows_per_block_ that run across plane boundaries.
     void run_span(const M* in_end, const M* in, M* out, index_t g_begin, index_t g_end) const {
@@ -284,6 +394,7 @@ private:
     pool_op op_;
     index_t W_ = 0, Wo_ = 0, s_ = 1, k_ = 1, pb_ = 0, row_len_ = 1, rows_per_block_ = 1, Wd_ = 0;
     index_t outer_ = 1, in_plane_ = 1;  // outer output rows and input values per plane
+    bool direct1d_ = false;             // run() and run_rows() take run_1d()
     const T* grid_ = nullptr;
 };
 
