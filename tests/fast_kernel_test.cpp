@@ -81,25 +81,44 @@ void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
             expect_split_rows(k);
             if constexpr (R == 1) {
                 // 1-D rows: exactly the scalar sum of the padded row's taps in order (padding
-                // adds +0), divided by the plan's divisor grid, plus 0.
+                // adds +0), divided by the plan's divisor grid, plus 0; for any cut into two
+                // calls, the later planes first (a spill past a call's last plane would
+                // overwrite finished outputs); and with -0, NaN and infinities among the inputs.
                 const auto& g = d.geometry;
                 const index_t W = g.input[0], Wo = g.output[0];
                 const T* div = d.template flat_divisor<T>();
-                for (index_t item = 0; item < items; ++item) {
-                    for (index_t o = 0; o < Wo; ++o) {
-                        T acc = T(0);
-                        for (index_t j = 0; j < g.kernel[0]; ++j) {
-                            const index_t x = o * g.strides[0] + j - g.pads_begin[0];
-                            const T v = x >= 0 && x < W ? in[static_cast<std::size_t>(item * W + x)] : T(0);
-                            acc = j == 0 ? v : acc + v;
+                auto expect_in_order = [&](const std::vector<T>& x, const std::vector<T>& y, const char* what) {
+                    for (index_t item = 0; item < items; ++item) {
+                        for (index_t o = 0; o < Wo; ++o) {
+                            T acc = T(0);
+                            for (index_t j = 0; j < g.kernel[0]; ++j) {
+                                const index_t c = o * g.strides[0] + j - g.pads_begin[0];
+                                const T v = c >= 0 && c < W ? x[static_cast<std::size_t>(item * W + c)] : T(0);
+                                acc = j == 0 ? v : acc + v;
+                            }
+                            if (op == avgpool::detail::pool_op::average) acc = acc / div[o];
+                            acc = acc + T(0);
+                            const T got = y[static_cast<std::size_t>(item * Wo + o)];
+                            ASSERT_TRUE(std::memcmp(&acc, &got, sizeof(T)) == 0 || (std::isnan(acc) && std::isnan(got)))
+                                << what << ": plane " << item << " output " << o << ": " << got
+                                << " against the in-order sum " << acc;
                         }
-                        if (op == avgpool::detail::pool_op::average) acc = acc / div[o];
-                        acc = acc + T(0);
-                        const T got = fast[static_cast<std::size_t>(item * Wo + o)];
-                        ASSERT_TRUE(std::memcmp(&acc, &got, sizeof(T)) == 0 || (std::isnan(acc) && std::isnan(got)))
-                            << "plane " << item << " output " << o << ": " << got << " against the in-order sum " << acc;
                     }
-                }
+                };
+                expect_in_order(in, fast, "whole");
+                if (::testing::Test::HasFatalFailure()) return;
+                const index_t cut = std::uniform_int_distribution<index_t>(0, items)(gen);
+                std::vector<T> parts(n, T(1e30));
+                k.run(in.data(), parts.data(), cut, items);
+                k.run(in.data(), parts.data(), 0, cut);
+                ASSERT_EQ(0, std::memcmp(fast.data(), parts.data(), n * sizeof(T))) << "two calls cut at " << cut;
+                std::vector<T> odd = in;
+                const T specials[] = {T(-0.0), std::numeric_limits<T>::quiet_NaN(), std::numeric_limits<T>::infinity(),
+                                      -std::numeric_limits<T>::infinity(), T(-0.0), T(-0.0)};
+                for (std::size_t i = 0; i < odd.size(); i += 7) odd[i] = specials[(i / 7) % 6];
+                std::vector<T> out_odd(n, T(1e30));
+                k.run(odd.data(), out_odd.data(), 0, items);
+                expect_in_order(odd, out_odd, "special values");
             }
         } else if (kind == kernel_kind::same) {
             const avgpool::detail::same_kernel<T, R> k(d, op);

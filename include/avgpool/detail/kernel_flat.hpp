@@ -136,21 +136,20 @@ private:
 
     void run_1d(const M* in_end, const M* in, M* out, index_t item_begin, index_t item_end) const {
         if (s_ == 1) {
-            switch (k_) {
-                case 1: run_1d_k<1, 1>(in_end, in, out, item_begin, item_end); break;
-                case 2: run_1d_k<2, 1>(in_end, in, out, item_begin, item_end); break;
-                case 3: run_1d_k<3, 1>(in_end, in, out, item_begin, item_end); break;
-                case 4: run_1d_k<4, 1>(in_end, in, out, item_begin, item_end); break;
-                default: run_1d_k<5, 1>(in_end, in, out, item_begin, item_end); break;
-            }
+            run_1d_s<1>(in_end, in, out, item_begin, item_end);
         } else {
-            switch (k_) {
-                case 1: run_1d_k<1, 2>(in_end, in, out, item_begin, item_end); break;
-                case 2: run_1d_k<2, 2>(in_end, in, out, item_begin, item_end); break;
-                case 3: run_1d_k<3, 2>(in_end, in, out, item_begin, item_end); break;
-                case 4: run_1d_k<4, 2>(in_end, in, out, item_begin, item_end); break;
-                default: run_1d_k<5, 2>(in_end, in, out, item_begin, item_end); break;
-            }
+            run_1d_s<2>(in_end, in, out, item_begin, item_end);
+        }
+    }
+
+    template <int S>
+    void run_1d_s(const M* in_end, const M* in, M* out, index_t item_begin, index_t item_end) const {
+        switch (k_) {
+            case 1: run_1d_k<1, S>(in_end, in, out, item_begin, item_end); break;
+            case 2: run_1d_k<2, S>(in_end, in, out, item_begin, item_end); break;
+            case 3: run_1d_k<3, S>(in_end, in, out, item_begin, item_end); break;
+            case 4: run_1d_k<4, S>(in_end, in, out, item_begin, item_end); break;
+            default: run_1d_k<5, S>(in_end, in, out, item_begin, item_end); break;
         }
     }
 
