@@ -304,6 +304,42 @@ inline void interleave2_portable(const vec<T>& even, const vec<T>& odd, vec<T>& 
     hi = vec<T>::load(buf + W);
 }
 
+template <class T>
+inline void deinterleave2(const vec<T>& a, const vec<T>& b, vec<T>& even, vec<T>& odd) noexcept;
+
+/// deinterleave2 without the final reordering of 128-bit halves that AVX2 needs: even and odd
+/// come out with their lanes in one fixed order, which in_order() restores. Lane-wise sums of
+/// such vectors, restored once, are the sums of deinterleave2's (one permute instead of one per
+/// vector).
+template <class T>
+AVGPOOL_ALWAYS_INLINE void deinterleave2_unordered(const vec<T>& a, const vec<T>& b, vec<T>& even, vec<T>& odd) noexcept {
+#if AVGPOOL_HAS_XSIMD && defined(__AVX2__)
+    if constexpr (std::is_same<T, float>::value && vec<T>::width == 8) {
+        even.v = _mm256_shuffle_ps(a.v, b.v, _MM_SHUFFLE(2, 0, 2, 0));  // a0 a2 b0 b2 | a4 a6 b4 b6
+        odd.v = _mm256_shuffle_ps(a.v, b.v, _MM_SHUFFLE(3, 1, 3, 1));
+        return;
+    } else if constexpr (std::is_same<T, double>::value && vec<T>::width == 4) {
+        even.v = _mm256_unpacklo_pd(a.v, b.v);  // a0 b0 a2 b2
+        odd.v = _mm256_unpackhi_pd(a.v, b.v);
+        return;
+    }
+#endif
+    deinterleave2(a, b, even, odd);  // (ordered already)
+}
+
+/// The lanes of deinterleave2_unordered's outputs (or of lane-wise results of them) in order.
+template <class T>
+AVGPOOL_ALWAYS_INLINE vec<T> in_order(const vec<T>& v) noexcept {
+#if AVGPOOL_HAS_XSIMD && defined(__AVX2__)
+    if constexpr (std::is_same<T, float>::value && vec<T>::width == 8) {
+        return {_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v.v), _MM_SHUFFLE(3, 1, 2, 0)))};
+    } else if constexpr (std::is_same<T, double>::value && vec<T>::width == 4) {
+        return {_mm256_permute4x64_pd(v.v, _MM_SHUFFLE(3, 1, 2, 0))};
+    }
+#endif
+    return v;
+}
+
 // The ISA paths are chosen by the batch's actual width and the macros that provide their
 // intrinsics; inside these templates the branches not taken are never instantiated, so a
 // batch of another width (AVX without AVX2, NEON, ...) just takes the portable path.
@@ -329,18 +365,12 @@ inline void deinterleave2(const vec<T>& a, const vec<T>& b, vec<T>& even, vec<T>
     }
 #endif
 #if AVGPOOL_HAS_XSIMD && defined(__AVX2__)
-    if constexpr (f && W == 8) {
-        // Within 128-bit lanes, then fix the lane order: [a0 a2 b0 b2 | a4 a6 b4 b6] -> sorted.
-        const __m256 e = _mm256_shuffle_ps(a.v, b.v, _MM_SHUFFLE(2, 0, 2, 0));
-        const __m256 o = _mm256_shuffle_ps(a.v, b.v, _MM_SHUFFLE(3, 1, 3, 1));
-        even.v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(e), _MM_SHUFFLE(3, 1, 2, 0)));
-        odd.v = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(o), _MM_SHUFFLE(3, 1, 2, 0)));
-        return;
-    } else if constexpr (!f && W == 4) {
-        const __m256d e = _mm256_unpacklo_pd(a.v, b.v);  // a0 b0 a2 b2
-        const __m256d o = _mm256_unpackhi_pd(a.v, b.v);  // a1 b1 a3 b3
-        even.v = _mm256_permute4x64_pd(e, _MM_SHUFFLE(3, 1, 2, 0));
-        odd.v = _mm256_permute4x64_pd(o, _MM_SHUFFLE(3, 1, 2, 0));
+    if constexpr ((f && W == 8) || (!f && W == 4)) {
+        // Within 128-bit lanes, then the lane order fixed: [a0 a2 b0 b2 | a4 a6 b4 b6] -> sorted.
+        vec<T> e, o;
+        deinterleave2_unordered(a, b, e, o);
+        even = in_order(e);
+        odd = in_order(o);
         return;
     }
 #endif
@@ -356,39 +386,6 @@ inline void deinterleave2(const vec<T>& a, const vec<T>& b, vec<T>& even, vec<T>
     }
 #endif
     deinterleave2_portable(a, b, even, odd);
-}
-
-/// deinterleave2 without the final reordering of 128-bit halves that AVX2 needs: even and odd
-/// come out with their lanes in one fixed order, which in_order() restores. Lane-wise sums of
-/// such vectors, restored once, are the sums of deinterleave2's (one permute instead of one per
-/// vector).
-template <class T>
-AVGPOOL_ALWAYS_INLINE void deinterleave2_unordered(const vec<T>& a, const vec<T>& b, vec<T>& even, vec<T>& odd) noexcept {
-#if AVGPOOL_HAS_XSIMD && defined(__AVX2__)
-    if constexpr (std::is_same<T, float>::value && vec<T>::width == 8) {
-        even.v = _mm256_shuffle_ps(a.v, b.v, _MM_SHUFFLE(2, 0, 2, 0));  // a0 a2 b0 b2 | a4 a6 b4 b6
-        odd.v = _mm256_shuffle_ps(a.v, b.v, _MM_SHUFFLE(3, 1, 3, 1));
-        return;
-    } else if constexpr (std::is_same<T, double>::value && vec<T>::width == 4) {
-        even.v = _mm256_unpacklo_pd(a.v, b.v);  // a0 b0 a2 b2
-        odd.v = _mm256_unpackhi_pd(a.v, b.v);
-        return;
-    }
-#endif
-    deinterleave2(a, b, even, odd);
-}
-
-/// The lanes of deinterleave2_unordered's outputs (or of lane-wise results of them) in order.
-template <class T>
-AVGPOOL_ALWAYS_INLINE vec<T> in_order(const vec<T>& v) noexcept {
-#if AVGPOOL_HAS_XSIMD && defined(__AVX2__)
-    if constexpr (std::is_same<T, float>::value && vec<T>::width == 8) {
-        return {_mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v.v), _MM_SHUFFLE(3, 1, 2, 0)))};
-    } else if constexpr (std::is_same<T, double>::value && vec<T>::width == 4) {
-        return {_mm256_permute4x64_pd(v.v, _MM_SHUFFLE(3, 1, 2, 0))};
-    }
-#endif
-    return v;
 }
 
 template <class T>
