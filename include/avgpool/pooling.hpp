@@ -218,6 +218,7 @@ private:
         for (std::size_t o = 0; o < ld.size(); ++o)
             d_.px_rdiv[o] = ld[o] != 0.0f ? 1.0f / ld[o] : std::numeric_limits<float>::infinity();
         d_.pixel_kernel = true;
+        if (!AVGPOOL_PERM_KERNEL) return;  // (the backward kernel is AVX-512 code)
         auto shape = std::make_shared<const detail::px_bshape>(detail::px_bmeasure<R>(d_));
         if (shape->phases > 0) d_.px_b = std::move(shape);
     }
@@ -974,7 +975,7 @@ status pooling<R>::run(const T* in, T* out, detail::pool_op op, const detail::ex
     // 16-bit result is the float result on the same values, rounded).
     if constexpr (std::is_floating_point<T>::value || detail::is_half<T>::value) {
         using U = detail::compute_t<T>;
-#if AVGPOOL_PERM_KERNEL
+#if AVGPOOL_PIXEL_KERNEL
         if constexpr (std::is_same<U, float>::value) {
             if (detail::px_applicable<R>(d_)) {
                 // Items are output rows, as below.

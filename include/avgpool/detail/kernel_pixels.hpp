@@ -15,7 +15,10 @@
 // Divisors come from the plan's tables (outer factor times the last axis's, exact in float),
 // so every divisor rule and ceil mode holds; the quotient is divide_rounded's. Sums are nested
 // per axis as in the other kernels, and each output depends only on its position, so results
-// are bit-identical for every executor. AVX-512 (BW, VL) builds only.
+// are bit-identical for every executor. AVX-512 (BW, VL) builds, and AVX2 ones with 8-lane
+// vectors (2-4 channels), the forward pass only: there the two-source permute is two
+// one-source ones and a blend (an RGB image's 2x2 stride-2 pool ran at 7x the time of the
+// same pool channels-first, with 5 of 8 lanes idle in the channels-last kernel).
 #ifndef AVGPOOL_DETAIL_KERNEL_PIXELS_HPP
 #define AVGPOOL_DETAIL_KERNEL_PIXELS_HPP
 
@@ -33,9 +36,21 @@
 #include "reference.hpp"
 #include "simd.hpp"
 
+// Where the forward kernel is compiled: with AVX-512's 16 lanes (and the backward kernel),
+// or AVX2's 8 (an AVX-512 build without BW and VL has neither).
+#if AVGPOOL_PERM_KERNEL
+#define AVGPOOL_PIXEL_KERNEL 1
+#elif AVGPOOL_HAS_XSIMD && defined(__AVX2__) && !defined(__AVX512F__)
+#define AVGPOOL_PIXEL_KERNEL 1
+#else
+#define AVGPOOL_PIXEL_KERNEL 0
+#endif
+
 AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
 
+// Lanes of the forward kernel's vectors.
+constexpr index_t px_lanes = AVGPOOL_PERM_KERNEL ? 16 : 8;
 // Floats of vertical sums per chunk of a row (L1-resident with the rows it reads).
 constexpr index_t px_buffer = 4096;
 // Whole-vector reads of a chunk's last block reach up to this far past its span.
@@ -59,8 +74,8 @@ px_shape px_measure(const plan_data<R>& p) noexcept {
     if (C < 2 || C > px_max_channels || s > 32 || k > px_buffer || d > px_buffer) return sh;
     const index_t ke = (k - 1) * d + 1;  // pixels from a window's first tap to its last
     if (ke * C > px_buffer / 2) return sh;
-    // P pixels, stride s apart, of one tap within the 32 values of two vectors; P * C <= 16.
-    const index_t P = std::min<index_t>(16 / C, (32 - C) / (s * C) + 1);
+    // P pixels, stride s apart, of one tap within the values of two vectors; P * C <= a vector.
+    const index_t P = std::min<index_t>(px_lanes / C, (2 * px_lanes - C) / (s * C) + 1);
     if (P < 2) return sh;
     index_t Q = ((px_buffer - px_slack) / C - ke) / s + 1;
     Q = Q / P * P;
@@ -76,7 +91,7 @@ px_shape px_measure(const plan_data<R>& p) noexcept {
 /// those taps inside the input), outer windows of boundable rows, float divisors exact.
 template <std::size_t R>
 bool px_geometry(const plan_data<R>& p) noexcept {
-    if (!AVGPOOL_PERM_KERNEL || R > 3 || p.memory_layout != layout::channels_last || p.adaptive || p.global)
+    if (!AVGPOOL_PIXEL_KERNEL || R > 3 || p.memory_layout != layout::channels_last || p.adaptive || p.global)
         return false;
     if (p.max_divisor > exact_integer_limit<float>()) return false;
     if (px_measure<R>(p).pixels == 0 || !p.cl_ext.fits_rows) return false;
@@ -97,7 +112,7 @@ bool px_geometry(const plan_data<R>& p) noexcept {
 
 template <std::size_t R>
 bool px_applicable(const plan_data<R>& p) noexcept {
-    return AVGPOOL_PERM_KERNEL && p.pixel_kernel && p.memory_layout == layout::channels_last;
+    return AVGPOOL_PIXEL_KERNEL && p.pixel_kernel && p.memory_layout == layout::channels_last;
 }
 
 // Floats of one output row's divided gradients (with its zero margins) in the backward kernel.
@@ -193,7 +208,7 @@ px_bshape px_bmeasure(const plan_data<R>& p) {
     return sh;
 }
 
-#if AVGPOOL_PERM_KERNEL
+#if AVGPOOL_PIXEL_KERNEL
 // M: float, or a 16-bit storage type converted as it is loaded and rounded once on store.
 template <std::size_t R, class M = float>
 class px_kernel {
@@ -272,6 +287,7 @@ public:
     }
 
 private:
+#if AVGPOOL_PERM_KERNEL
     // Values x .. x + 15 (lanes under k) summed over the n0 x n1 rows, nested as nested_vsum.
     static AVGPOOL_ALWAYS_INLINE __m512 vsum(const M* const* rows, index_t n0, index_t n1, index_t x,
                                              __mmask16 k) noexcept {
@@ -383,6 +399,122 @@ private:
             }
         }
     }
+#else
+    // AVX2. The k taps of P output pixels: lane l takes buffer value b + t * dc + idx[l]
+    // (idx[l] < 16), from the vector at b + t * dc or the one 8 on (lanes whose index is 8 or
+    // more: `second`). Every tap uses the same table, so the taps' vectors are summed first
+    // and permuted once: lane for lane the same additions in the same order as a permute per
+    // tap (K: k when known, 0 when not).
+    template <int K>
+    static AVGPOOL_ALWAYS_INLINE __m256 taps(const float* b, index_t k, index_t dc, __m256i idx, __m256 second) noexcept {
+        __m256 lo = _mm256_loadu_ps(b), hi = _mm256_loadu_ps(b + 8);
+        const index_t n = K > 0 ? K : k;
+        for (index_t t = 1; t < n; ++t) {
+            lo = _mm256_add_ps(lo, _mm256_loadu_ps(b + t * dc));
+            hi = _mm256_add_ps(hi, _mm256_loadu_ps(b + t * dc + 8));
+        }
+        return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, idx), _mm256_permutevar8x32_ps(hi, idx), second);
+    }
+
+    // Values x0 + i of the N0 x N1 rows summed (nested_vsum's order) into out + i, whole
+    // vectors while i + 8 <= m: returns the values done.
+    template <int N0, int N1>
+    static index_t vsum_fixed(const M* const* rows, index_t x0, index_t m, float* out) noexcept {
+        const M* r[N0 * N1];
+        for (int j = 0; j < N0 * N1; ++j) r[j] = rows[j] + x0;
+        index_t i = 0;
+        for (; i + 8 <= m; i += 8) fixed_nested_vsum<float, N0, N1>(r, i).store(out + i);
+        return i;
+    }
+
+    void row(float* buf, const M* const* rows, index_t n0, index_t n1, double outer, M* dst) const {
+        using V = vec<float>;
+        static_assert(V::width == 8, "px_kernel: AVX2's 8 lanes");
+        const index_t over = p_.divisor_override;
+        if (average_ && over == 0 && outer == 0.0) {
+            // The outer window counts no tap: every output of the row is empty.
+            std::fill(dst, dst + row_out_, M(empty_window_value<float>(p_.empty_window_nan)));
+            return;
+        }
+        const index_t C = C_, s = s_, dc = dc_, k = k_, P = P_;
+        const __m256i idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(idx_));
+        const __m256 second = _mm256_castsi256_ps(_mm256_cmpgt_epi32(idx, _mm256_set1_epi32(7)));
+        const __m256i pix = _mm256_load_si256(reinterpret_cast<const __m256i*>(pix_));
+        // The divisors as in the AVX-512 form above: the override's or the outer factor's,
+        // times the last axis's per lane; a shared factor's products formed once; a power of
+        // two's reciprocal exact, so one multiply.
+        const float dout = over > 0 ? static_cast<float>(over) : static_cast<float>(outer);
+        const V dsplat = V::splat(dout), rsplat = V::splat(1.0f / dout);
+        const float* const ldiv = p_.template last_divisor<float>();
+        const float* const lrec = p_.px_rdiv.data();
+        const bool per_lane = average_ && over == 0;
+        const V du = dsplat * V::splat(ulast_), ru = rsplat * V::splat(urec_);
+        const bool exact_out = power_of_two(dout), exact_u = power_of_two(dout * ulast_);
+        const index_t nrows = n0 * n1, Wc = Wo_ * C;
+        for (index_t o0 = 0; o0 < Wo_; o0 += Q_) {
+            const index_t o1 = std::min(Wo_, o0 + Q_);
+            const index_t x0 = o0 * s - pb_, x1 = (o1 - 1) * s - pb_ + ke_;
+            const index_t xa = std::clamp<index_t>(x0, 0, W_), xb = std::clamp<index_t>(x1, xa, W_);
+            const index_t len = (x1 - x0) * C;
+            const index_t in_lo = (xa - x0) * C, in_hi = (xb - x0) * C;
+            for (index_t i = 0; i < in_lo; ++i) buf[i] = 0.0f;
+            for (index_t i = in_hi; i < len + px_slack; ++i) buf[i] = 0.0f;
+            const index_t m = in_hi - in_lo;
+            float* const vb = buf + in_lo;
+            if (nrows == 0) {
+                for (index_t i = 0; i < m; ++i) vb[i] = 0.0f;
+            } else {
+                const index_t x = xa * C;
+                index_t i = 0;
+                if (n0 == 1 && n1 <= 3) {
+                    if (n1 == 1) i = vsum_fixed<1, 1>(rows, x, m, vb);
+                    else if (n1 == 2) i = vsum_fixed<1, 2>(rows, x, m, vb);
+                    else i = vsum_fixed<1, 3>(rows, x, m, vb);
+                } else if (n0 == n1 && n0 <= 3) {
+                    if (n0 == 2) i = vsum_fixed<2, 2>(rows, x, m, vb);
+                    else i = vsum_fixed<3, 3>(rows, x, m, vb);
+                }
+                for (; i + 8 <= m; i += 8) nested_vsum<float, 0>(rows, n0, n1, x + i).store(vb + i);
+                // The tail value by value: the same sums in the same order, reading no further.
+                for (; i < m; ++i) vb[i] = nested_vsum1(rows, n0, n1, x + i);
+            }
+            // The output blocks, with the tap count fixed for the common kernels.
+            auto blocks = [&](auto kc) AVGPOOL_INLINE_LAMBDA {
+            for (index_t o = o0; o < o1; o += P) {
+                V acc{taps<decltype(kc)::value>(buf + (o - o0) * s * C, k, dc, idx, second)};
+                if (average_) {
+                    const bool uniform = per_lane && o >= u0_ && o + P <= u1_;
+                    if (uniform ? exact_u : !per_lane && exact_out) {
+                        acc = scale_plus_zero(acc, uniform ? ru : rsplat);
+                    } else {
+                        V dv = dsplat, rv = rsplat;
+                        if (uniform) {
+                            dv = du;
+                            rv = ru;
+                        } else if (per_lane) {  // (ldiv and lrec are padded past Wo by a vector)
+                            dv = dv * V{_mm256_permutevar8x32_ps(_mm256_loadu_ps(ldiv + o), pix)};
+                            rv = rv * V{_mm256_permutevar8x32_ps(_mm256_loadu_ps(lrec + o), pix)};
+                        }
+                        acc = divide_rounded(acc, dv, rv);
+                    }
+                } else {
+                    acc = plus_zero(acc);  // a sum of -0s is +0, as elsewhere
+                }
+                // A whole vector wherever it stays inside the row: its lanes past P * C are
+                // rewritten by the blocks after (this work item's own); else just the block's.
+                if (o * C + 8 <= Wc) vstore(acc, dst + o * C);
+                else vstore_n(acc, dst + o * C, (std::min(o1, o + P) - o) * C);
+            }
+            };
+            switch (k) {
+                case 1: blocks(std::integral_constant<int, 1>{}); break;
+                case 2: blocks(std::integral_constant<int, 2>{}); break;
+                case 3: blocks(std::integral_constant<int, 3>{}); break;
+                default: blocks(std::integral_constant<int, 0>{}); break;
+            }
+        }
+    }
+#endif
 
     const plan_data<R>& p_;
     bool average_;
@@ -393,7 +525,9 @@ private:
     alignas(64) std::int32_t idx_[16] = {};
     alignas(64) std::int32_t pix_[16] = {};
 };
+#endif
 
+#if AVGPOOL_PERM_KERNEL
 // The transpose, for backward (PyTorch's rule: each output gradient divided by its forward
 // divisor, added to every input tap of its window; inputs no window taps get 0). One input row
 // per work item:
