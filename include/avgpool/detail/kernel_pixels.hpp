@@ -480,31 +480,50 @@ private:
             }
             // The output blocks, with the tap count fixed for the common kernels.
             auto blocks = [&](auto kc) AVGPOOL_INLINE_LAMBDA {
-            for (index_t o = o0; o < o1; o += P) {
-                V acc{taps<decltype(kc)::value>(buf + (o - o0) * s * C, k, dc, idx, second)};
-                if (average_) {
-                    const bool uniform = per_lane && o >= u0_ && o + P <= u1_;
-                    if (uniform ? exact_u : !per_lane && exact_out) {
-                        acc = scale_plus_zero(acc, uniform ? ru : rsplat);
-                    } else {
-                        V dv = dsplat, rv = rsplat;
-                        if (uniform) {
-                            dv = du;
-                            rv = ru;
-                        } else if (per_lane) {  // (ldiv and lrec are padded past Wo by a vector)
-                            dv = dv * V{_mm256_permutevar8x32_ps(_mm256_loadu_ps(ldiv + o), pix)};
-                            rv = rv * V{_mm256_permutevar8x32_ps(_mm256_loadu_ps(lrec + o), pix)};
+                constexpr int K = decltype(kc)::value;
+                auto sum_at = [&](index_t o) AVGPOOL_INLINE_LAMBDA {
+                    return V{taps<K>(buf + (o - o0) * s * C, k, dc, idx, second)};
+                };
+                auto one = [&](index_t o) AVGPOOL_INLINE_LAMBDA {
+                    V acc = sum_at(o);
+                    if (average_) {
+                        const bool uniform = per_lane && o >= u0_ && o + P <= u1_;
+                        if (uniform ? exact_u : !per_lane && exact_out) {
+                            acc = scale_plus_zero(acc, uniform ? ru : rsplat);
+                        } else {
+                            V dv = dsplat, rv = rsplat;
+                            if (uniform) {
+                                dv = du;
+                                rv = ru;
+                            } else if (per_lane) {  // (ldiv and lrec are padded past Wo by a vector)
+                                dv = dv * V{_mm256_permutevar8x32_ps(_mm256_loadu_ps(ldiv + o), pix)};
+                                rv = rv * V{_mm256_permutevar8x32_ps(_mm256_loadu_ps(lrec + o), pix)};
+                            }
+                            acc = divide_rounded(acc, dv, rv);
                         }
-                        acc = divide_rounded(acc, dv, rv);
+                    } else {
+                        acc = plus_zero(acc);  // a sum of -0s is +0, as elsewhere
                     }
-                } else {
-                    acc = plus_zero(acc);  // a sum of -0s is +0, as elsewhere
+                    // A whole vector wherever it stays inside the row: its lanes past P * C are
+                    // rewritten by the blocks after (this work item's own); else just the block's.
+                    if (o * C + 8 <= Wc) vstore(acc, dst + o * C);
+                    else vstore_n(acc, dst + o * C, (std::min(o1, o + P) - o) * C);
+                };
+                index_t o = o0;
+                if (per_lane) {
+                    // The blocks inside [u0_, u1_) that are stored whole, in a loop of their
+                    // own: one() takes the same branches for each of them (same bits).
+                    for (; o < o1 && o < u0_; o += P) one(o);
+                    const index_t lim = std::min(u1_, o1);
+                    const index_t by_div = lim >= o + P ? (lim - o - P) / P + 1 : 0;
+                    const index_t by_row = Wc >= o * C + 8 ? ((Wc - 8) / C - o) / P + 1 : 0;
+                    const index_t e = o + std::min(by_div, by_row) * P;
+                    if (exact_u)
+                        for (; o < e; o += P) vstore(scale_plus_zero(sum_at(o), ru), dst + o * C);
+                    else
+                        for (; o < e; o += P) vstore(divide_rounded(sum_at(o), du, ru), dst + o * C);
                 }
-                // A whole vector wherever it stays inside the row: its lanes past P * C are
-                // rewritten by the blocks after (this work item's own); else just the block's.
-                if (o * C + 8 <= Wc) vstore(acc, dst + o * C);
-                else vstore_n(acc, dst + o * C, (std::min(o1, o + P) - o) * C);
-            }
+                for (; o < o1; o += P) one(o);
             };
             switch (k) {
                 case 1: blocks(std::integral_constant<int, 1>{}); break;
