@@ -605,7 +605,8 @@ TEST(ChannelsLast, OneChannelRunsChannelsFirst) {
 // channels-first plan over rows W * C long. Random geometries of every mode against the
 // reference on the channels-last plan: forward and sum within the forward bound, backward
 // within the bound of any summation order; bfloat16 forward is the float result rounded once.
-// strided: a stride of 2-5 on the last axis (the pixel kernel's plans, AVX-512 builds).
+// strided: a stride of 2-5 on the last axis (the pixel kernel's plans: AVX-512 builds, and
+// AVX2 ones forward).
 template <std::size_t R>
 void few_channels_suite(int cases, bool strided = false) {
     namespace dt = avgpool::detail;
@@ -803,6 +804,78 @@ TEST(ChannelsLast, PixelBackwardMergedTablesMatchPerTap) {
     EXPECT_GT(three, 30) << "too few draws took the three-phase (RGB) tables";
 }
 #endif
+
+// Rows longer than one chunk of the pixel kernel, and chunks with no input in them: under ceil
+// rounding a last window past the input's end opens a chunk of its own (the kernel wrote
+// before its row buffer there), and huge pads put whole chunks in the padding (it wrote past
+// the buffer). Every output against the reference, float and bfloat16, both divisor rules.
+TEST(ChannelsLast, PixelKernelChunksOutsideInput) {
+    namespace dt = avgpool::detail;
+    struct geo {
+        avgpool::dims<3> shape;  // N, C, W (NWC memory)
+        index_t k, s, pb, pe;
+        bool ceil;
+    };
+    const geo cases[] = {
+        {{1, 3, 1351}, 2, 4, 0, 0, true},  // 8 lanes: 339 outputs, chunks of 338; the last past W
+        {{1, 3, 1355}, 2, 4, 0, 0, true},  // the same with 16 lanes
+        {{1, 2, 2031}, 2, 4, 0, 0, true},
+        {{2, 3, 2500}, 3, 2, 1, 1, false},  // several chunks, padding at both ends
+        {{1, 2, 4}, 2, 2, 4000, 0, false},  // chunks wholly in the padding before the input
+        {{1, 2, 4}, 2, 2, 0, 2100, false},  // and after it
+        {{1, 4, 9}, 3, 3, 3000, 3000, true},
+    };
+    int took = 0;
+    for (const geo& g : cases)
+        for (auto div : {avgpool::divisor_type::exclude_pad, avgpool::divisor_type::include_pad}) {
+            avgpool::pool_attrs<1> a;
+            a.kernel = {g.k};
+            a.strides = {g.s};
+            a.pads_begin = {g.pb};
+            a.pads_end = {g.pe};
+            a.rounding = g.ceil ? avgpool::rounding_type::ceil : avgpool::rounding_type::floor;
+            a.divisor = div;
+            SCOPED_TRACE(describe<1>(g.shape, a, "pixel chunks"));
+            auto plan = avgpool::pooling<1>::create(g.shape, a, avgpool::layout::channels_last);
+            ASSERT_TRUE(plan.ok());
+            if (dt::plan_access::pixels(*plan)) ++took;
+            const auto& d = dt::plan_access::data(*plan);
+            std::mt19937_64 gen(static_cast<std::uint64_t>(g.shape[2] + g.pb + g.pe));
+            const std::vector<float> in = random_input<float>(static_cast<std::size_t>(plan->input_size()), gen);
+            std::vector<float> absin(in.size());
+            for (std::size_t i = 0; i < in.size(); ++i) absin[i] = std::fabs(in[i]);
+            const std::size_t n = static_cast<std::size_t>(plan->output_size());
+            std::vector<float> got(n, 1e30f), ref(n), ref_abs(n);
+            ASSERT_TRUE(plan->forward(in.data(), got.data()).ok());
+            dt::reference_pool<float, 1>(d, in.data(), ref.data(), pool_op::average, 0, g.shape[0] * g.shape[1]);
+            dt::reference_pool<float, 1>(d, absin.data(), ref_abs.data(), pool_op::average, 0, g.shape[0] * g.shape[1]);
+            for (std::size_t i = 0; i < n; ++i) {
+                if (std::isnan(ref[i])) {
+                    ASSERT_TRUE(std::isnan(got[i])) << "output " << i;
+                    continue;
+                }
+                const double bound = 4 * static_cast<double>(g.k) * eps<float>() * static_cast<double>(ref_abs[i]) * (1 + 1e-6) +
+                                     std::numeric_limits<float>::denorm_min();
+                ASSERT_LE(std::fabs(static_cast<double>(got[i]) - static_cast<double>(ref[i])), bound)
+                    << "output " << i << ": " << got[i] << " reference " << ref[i];
+            }
+            std::vector<avgpool::bfloat16> hin(in.size()), hout(n);
+            std::vector<float> back(in.size()), fref(n);
+            for (std::size_t i = 0; i < in.size(); ++i) {
+                hin[i] = avgpool::bfloat16(in[i]);
+                back[i] = static_cast<float>(hin[i]);
+            }
+            ASSERT_TRUE(plan->forward(hin.data(), hout.data()).ok());
+            ASSERT_TRUE(plan->forward(back.data(), fref.data()).ok());
+            for (std::size_t i = 0; i < n; ++i) {
+                const avgpool::bfloat16 want(fref[i]);
+                ASSERT_EQ(0, std::memcmp(&hout[i], &want, sizeof want)) << "bfloat16 output " << i;
+            }
+        }
+    if (AVGPOOL_PIXEL_KERNEL) {
+        EXPECT_GE(took, 10) << "too few of these plans took the pixel kernel";
+    }
+}
 
 // The pixel kernel's results do not depend on the executor, and its empty windows give the
 // rule's value: NaN under nGraph's rule, 0 otherwise.

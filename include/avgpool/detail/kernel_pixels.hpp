@@ -344,8 +344,11 @@ private:
             const index_t x0 = o0 * s - pb_, x1 = (o1 - 1) * s - pb_ + ke_;
             const index_t xa = std::clamp<index_t>(x0, 0, W_), xb = std::clamp<index_t>(x1, xa, W_);
             const index_t len = (x1 - x0) * C;
-            // Zeros before and after the input's part (padding, or a tap past the input).
-            const index_t in_lo = (xa - x0) * C, in_hi = (xb - x0) * C;
+            // Zeros before and after the input's part (padding, or a tap past the input). A
+            // chunk wholly past the input (ceil rounding) or wholly in the padding before it
+            // has no part: clamped to the chunk, all zeros.
+            const index_t in_lo = std::clamp<index_t>((xa - x0) * C, 0, len);
+            const index_t in_hi = std::clamp<index_t>((xb - x0) * C, in_lo, len);
             for (index_t i = 0; i < in_lo; ++i) buf[i] = 0.0f;
             for (index_t i = in_hi; i < len + px_slack; ++i) buf[i] = 0.0f;
             const index_t m = in_hi - in_lo;
@@ -456,7 +459,8 @@ private:
             const index_t x0 = o0 * s - pb_, x1 = (o1 - 1) * s - pb_ + ke_;
             const index_t xa = std::clamp<index_t>(x0, 0, W_), xb = std::clamp<index_t>(x1, xa, W_);
             const index_t len = (x1 - x0) * C;
-            const index_t in_lo = (xa - x0) * C, in_hi = (xb - x0) * C;
+            const index_t in_lo = std::clamp<index_t>((xa - x0) * C, 0, len);  // (as above)
+            const index_t in_hi = std::clamp<index_t>((xb - x0) * C, in_lo, len);
             for (index_t i = 0; i < in_lo; ++i) buf[i] = 0.0f;
             for (index_t i = in_hi; i < len + px_slack; ++i) buf[i] = 0.0f;
             const index_t m = in_hi - in_lo;
