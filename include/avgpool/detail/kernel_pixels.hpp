@@ -287,6 +287,60 @@ public:
     }
 
 private:
+    // Whole vectors of the N0 x N1 rows summed from x0 on (the row pointers in registers:
+    // vsum() / nested_vsum() read them from the list for every vector, in a loop), into out:
+    // returns the values done. The same sums in the same order.
+    template <int N0, int N1>
+    static index_t vsum_fixed(const M* const* rows, index_t x0, index_t m, float* out) noexcept {
+        constexpr index_t L = static_cast<index_t>(vec<float>::width);
+        const M* r[N0 * N1];
+        for (int j = 0; j < N0 * N1; ++j) r[j] = rows[j] + x0;
+        index_t i = 0;
+        for (; i + L <= m; i += L) fixed_nested_vsum<float, N0, N1>(r, i).store(out + i);
+        return i;
+    }
+
+    // Outputs o0 .. o1 - 1 read input pixels [x0, x1): their vertical sums (n0 x n1 rows) into
+    // buf[0, (x1 - x0) C), zeros where a pixel lies outside the input (padding, or a tap past
+    // it), and px_slack zeros after. A chunk wholly past the input (ceil rounding) or wholly in
+    // the padding before it has no input part: its bounds clamped to the chunk, all zeros.
+    void chunk(float* buf, const M* const* rows, index_t n0, index_t n1, index_t o0, index_t o1) const noexcept {
+        const index_t C = C_;
+        const index_t x0 = o0 * s_ - pb_, x1 = (o1 - 1) * s_ - pb_ + ke_;
+        const index_t xa = std::clamp<index_t>(x0, 0, W_), xb = std::clamp<index_t>(x1, xa, W_);
+        const index_t len = (x1 - x0) * C;
+        const index_t in_lo = std::clamp<index_t>((xa - x0) * C, 0, len);
+        const index_t in_hi = std::clamp<index_t>((xb - x0) * C, in_lo, len);
+        for (index_t i = 0; i < in_lo; ++i) buf[i] = 0.0f;
+        for (index_t i = in_hi; i < len + px_slack; ++i) buf[i] = 0.0f;
+        const index_t m = in_hi - in_lo, x = xa * C;
+        float* const vb = buf + in_lo;
+        if (n0 * n1 == 0) {
+            for (index_t i = 0; i < m; ++i) vb[i] = 0.0f;  // include-pad rows wholly in padding
+            return;
+        }
+        index_t i = 0;
+        if (n0 == 1 && n1 <= 3) {
+            if (n1 == 1) i = vsum_fixed<1, 1>(rows, x, m, vb);
+            else if (n1 == 2) i = vsum_fixed<1, 2>(rows, x, m, vb);
+            else i = vsum_fixed<1, 3>(rows, x, m, vb);
+        } else if (n0 == n1 && n0 <= 3) {  // (R = 3: the cubic 2x2x2 and 3x3x3 pools)
+            if (n0 == 2) i = vsum_fixed<2, 2>(rows, x, m, vb);
+            else i = vsum_fixed<3, 3>(rows, x, m, vb);
+        }
+#if AVGPOOL_PERM_KERNEL
+        for (; i + 16 <= m; i += 16) _mm512_storeu_ps(vb + i, vsum(rows, n0, n1, x + i, all16));
+        if (i < m) {
+            const __mmask16 tail = static_cast<__mmask16>((1u << (m - i)) - 1u);
+            _mm512_mask_storeu_ps(vb + i, tail, vsum(rows, n0, n1, x + i, tail));
+        }
+#else
+        for (; i + 8 <= m; i += 8) nested_vsum<float, 0>(rows, n0, n1, x + i).store(vb + i);
+        // The tail value by value: the same sums in the same order, reading no further.
+        for (; i < m; ++i) vb[i] = nested_vsum1(rows, n0, n1, x + i);
+#endif
+    }
+
 #if AVGPOOL_PERM_KERNEL
     // Values x .. x + 15 (lanes under k) summed over the n0 x n1 rows, nested as nested_vsum.
     static AVGPOOL_ALWAYS_INLINE __m512 vsum(const M* const* rows, index_t n0, index_t n1, index_t x,
@@ -299,16 +353,6 @@ private:
             acc = i == 0 ? inner : _mm512_add_ps(acc, inner);
         }
         return acc;
-    }
-
-    // vsum() of whole vectors of N0 x N1 rows from x0 on, into out: returns the values done.
-    template <int N0, int N1>
-    static index_t vsum_fixed(const M* const* rows, index_t x0, index_t m, float* out) noexcept {
-        const M* r[N0 * N1];
-        for (int j = 0; j < N0 * N1; ++j) r[j] = rows[j] + x0;
-        index_t i = 0;
-        for (; i + 16 <= m; i += 16) _mm512_storeu_ps(out + i, fixed_nested_vsum<float, N0, N1>(r, i).v);
-        return i;
     }
 
     void row(float* buf, const M* const* rows, index_t n0, index_t n1, double outer, M* dst) const {
@@ -336,42 +380,10 @@ private:
         // blocks dividing by dout alone, and for the uniform ones (integer factors: their
         // product is a power of two only if both are, so ru is exact too).
         const bool exact_out = power_of_two(dout), exact_u = power_of_two(dout * ulast_);
-        const index_t nrows = n0 * n1;
         const __mmask16 whole = static_cast<__mmask16>((1u << (P * C)) - 1u);
         for (index_t o0 = 0; o0 < Wo_; o0 += Q_) {
             const index_t o1 = std::min(Wo_, o0 + Q_);
-            // Input pixels [x0, x1) hold every tap of outputs o0 .. o1 - 1.
-            const index_t x0 = o0 * s - pb_, x1 = (o1 - 1) * s - pb_ + ke_;
-            const index_t xa = std::clamp<index_t>(x0, 0, W_), xb = std::clamp<index_t>(x1, xa, W_);
-            const index_t len = (x1 - x0) * C;
-            // Zeros before and after the input's part (padding, or a tap past the input). A
-            // chunk wholly past the input (ceil rounding) or wholly in the padding before it
-            // has no part: clamped to the chunk, all zeros.
-            const index_t in_lo = std::clamp<index_t>((xa - x0) * C, 0, len);
-            const index_t in_hi = std::clamp<index_t>((xb - x0) * C, in_lo, len);
-            for (index_t i = 0; i < in_lo; ++i) buf[i] = 0.0f;
-            for (index_t i = in_hi; i < len + px_slack; ++i) buf[i] = 0.0f;
-            const index_t m = in_hi - in_lo;
-            if (nrows == 0) {
-                for (index_t i = 0; i < m; ++i) buf[in_lo + i] = 0.0f;  // include-pad rows wholly in padding
-            } else {
-                index_t i = 0;
-                // The common row counts with the row pointers in registers (vsum() reads them
-                // from the list for every vector, in a loop): the same sums in the same order.
-                if (n0 == 1 && n1 <= 3) {
-                    if (n1 == 1) i = vsum_fixed<1, 1>(rows, xa * C, m, buf + in_lo);
-                    else if (n1 == 2) i = vsum_fixed<1, 2>(rows, xa * C, m, buf + in_lo);
-                    else i = vsum_fixed<1, 3>(rows, xa * C, m, buf + in_lo);
-                } else if (n0 == n1 && n0 <= 3) {  // (R = 3: the cubic 2x2x2 and 3x3x3 pools)
-                    if (n0 == 2) i = vsum_fixed<2, 2>(rows, xa * C, m, buf + in_lo);
-                    else i = vsum_fixed<3, 3>(rows, xa * C, m, buf + in_lo);
-                }
-                for (; i + 16 <= m; i += 16) _mm512_storeu_ps(buf + in_lo + i, vsum(rows, n0, n1, xa * C + i, all16));
-                if (i < m) {
-                    const __mmask16 tail = static_cast<__mmask16>((1u << (m - i)) - 1u);
-                    _mm512_mask_storeu_ps(buf + in_lo + i, tail, vsum(rows, n0, n1, xa * C + i, tail));
-                }
-            }
+            chunk(buf, rows, n0, n1, o0, o1);
             for (index_t o = o0; o < o1; o += P) {
                 const float* b = buf + (o - o0) * s * C;
                 __m512 acc = _mm512_permutex2var_ps(_mm512_loadu_ps(b), idx, _mm512_loadu_ps(b + 16));
@@ -419,17 +431,6 @@ private:
         return _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, idx), _mm256_permutevar8x32_ps(hi, idx), second);
     }
 
-    // Values x0 + i of the N0 x N1 rows summed (nested_vsum's order) into out + i, whole
-    // vectors while i + 8 <= m: returns the values done.
-    template <int N0, int N1>
-    static index_t vsum_fixed(const M* const* rows, index_t x0, index_t m, float* out) noexcept {
-        const M* r[N0 * N1];
-        for (int j = 0; j < N0 * N1; ++j) r[j] = rows[j] + x0;
-        index_t i = 0;
-        for (; i + 8 <= m; i += 8) fixed_nested_vsum<float, N0, N1>(r, i).store(out + i);
-        return i;
-    }
-
     void row(float* buf, const M* const* rows, index_t n0, index_t n1, double outer, M* dst) const {
         using V = vec<float>;
         static_assert(V::width == 8, "px_kernel: AVX2's 8 lanes");
@@ -453,35 +454,10 @@ private:
         const bool per_lane = average_ && over == 0;
         const V du = dsplat * V::splat(ulast_), ru = rsplat * V::splat(urec_);
         const bool exact_out = power_of_two(dout), exact_u = power_of_two(dout * ulast_);
-        const index_t nrows = n0 * n1, Wc = Wo_ * C;
+        const index_t Wc = Wo_ * C;
         for (index_t o0 = 0; o0 < Wo_; o0 += Q_) {
             const index_t o1 = std::min(Wo_, o0 + Q_);
-            const index_t x0 = o0 * s - pb_, x1 = (o1 - 1) * s - pb_ + ke_;
-            const index_t xa = std::clamp<index_t>(x0, 0, W_), xb = std::clamp<index_t>(x1, xa, W_);
-            const index_t len = (x1 - x0) * C;
-            const index_t in_lo = std::clamp<index_t>((xa - x0) * C, 0, len);  // (as above)
-            const index_t in_hi = std::clamp<index_t>((xb - x0) * C, in_lo, len);
-            for (index_t i = 0; i < in_lo; ++i) buf[i] = 0.0f;
-            for (index_t i = in_hi; i < len + px_slack; ++i) buf[i] = 0.0f;
-            const index_t m = in_hi - in_lo;
-            float* const vb = buf + in_lo;
-            if (nrows == 0) {
-                for (index_t i = 0; i < m; ++i) vb[i] = 0.0f;
-            } else {
-                const index_t x = xa * C;
-                index_t i = 0;
-                if (n0 == 1 && n1 <= 3) {
-                    if (n1 == 1) i = vsum_fixed<1, 1>(rows, x, m, vb);
-                    else if (n1 == 2) i = vsum_fixed<1, 2>(rows, x, m, vb);
-                    else i = vsum_fixed<1, 3>(rows, x, m, vb);
-                } else if (n0 == n1 && n0 <= 3) {
-                    if (n0 == 2) i = vsum_fixed<2, 2>(rows, x, m, vb);
-                    else i = vsum_fixed<3, 3>(rows, x, m, vb);
-                }
-                for (; i + 8 <= m; i += 8) nested_vsum<float, 0>(rows, n0, n1, x + i).store(vb + i);
-                // The tail value by value: the same sums in the same order, reading no further.
-                for (; i < m; ++i) vb[i] = nested_vsum1(rows, n0, n1, x + i);
-            }
+            chunk(buf, rows, n0, n1, o0, o1);
             // The output blocks, with the tap count fixed for the common kernels.
             auto blocks = [&](auto kc) AVGPOOL_INLINE_LAMBDA {
                 constexpr int K = decltype(kc)::value;
