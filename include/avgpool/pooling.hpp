@@ -24,6 +24,7 @@
 #include "detail/kernel_perm.hpp"
 #include "detail/kernel_pixels.hpp"
 #include "detail/kernel_same.hpp"
+#include "detail/kernel_stride2.hpp"
 #include "detail/kernel_tile.hpp"
 #include "detail/plan.hpp"
 #include "detail/reference.hpp"
@@ -612,7 +613,7 @@ private:
 
         if (detail::same_geometry<R>(d_)) build_same_masks();
         if (detail::same_geometry<R>(d_) || detail::tile_geometry<R>(d_, true) || detail::perm_geometry<R>(d_) ||
-            detail::perm_plane_geometry<R>(d_))
+            detail::perm_plane_geometry<R>(d_) || detail::s2_geometry<R>(d_))
             build_plane_reciprocals();
 #if AVGPOOL_PERM_KERNEL
         if constexpr (R == 2) {
@@ -636,6 +637,7 @@ private:
                 }
             }
         }
+        if (detail::s2_geometry<R>(d_)) d_.perm_rows = detail::perm_rows<R>(d_);  // (AVX2 builds)
         if (detail::tile_geometry<R>(d_, true)) build_tile_cover();  // backward's, the wider
         if (detail::flat_geometry<R>(d_) || detail::same_geometry<R>(d_)) {
             // The whole divisor of each output: the override, or the product of the per-axis
@@ -738,6 +740,14 @@ private:
                     fn(detail::perm_plane_kernel<M>(d_, op));
                     return true;
                 }
+            }
+        }
+#endif
+#if AVGPOOL_STRIDE2_KERNEL
+        if constexpr (std::is_same<U, float>::value && std::is_same<M, float>::value) {
+            if (detail::s2_applicable<U, R, M>(d_)) {
+                fn(detail::s2_kernel<R>(d_, op));
+                return true;
             }
         }
 #endif

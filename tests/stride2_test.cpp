@@ -1,0 +1,228 @@
+// The stride-2 row kernel (kernel_stride2.hpp; AVX2 builds): channels-first float planes with
+// rows of 9 to 16 inputs, stride 2 on the last axis, 2x2, 3x3 and 5x5 windows.
+#include <gtest/gtest.h>
+
+#include <avgpool/avgpool.hpp>
+
+#include "support/geometry.hpp"
+#include "support/random.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
+
+namespace {
+
+using avgpool::index_t;
+namespace dt = avgpool::detail;
+
+#if AVGPOOL_STRIDE2_KERNEL
+
+// A random plan the kernel is meant for: rows of 9 to 16 at stride 2 with one of its windows,
+// any outer axes (stride, pads, rounding), any divisor rule, override and empty-window mode.
+template <std::size_t R>
+avgpool::pool_attrs<R> s2_attrs(std::mt19937_64& gen, avgpool::dims<R + 2>& shape) {
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    static const index_t windows[][2] = {{2, 0}, {3, 1}, {3, 0}, {5, 2}};  // (k, left pad)
+    const auto& w = windows[pick(0, 3)];
+    avgpool::pool_attrs<R> a;
+    shape[0] = pick(1, 3);
+    shape[1] = pick(1, 13);
+    for (std::size_t ax = 0; ax < R; ++ax) {
+        // R = 3: a window of one slice (rows per output row = the row's taps, as the kernel needs).
+        const bool slice = R == 3 && ax == 0;
+        a.kernel[ax] = slice ? 1 : w[0];
+        a.pads_begin[ax] = slice ? 0 : w[1];
+        a.pads_end[ax] = slice ? 0 : pick(0, w[1] + 1);
+        a.strides[ax] = ax + 1 == R ? 2 : pick(1, 3);
+        // (Outer extents of at least the kernel: the kernel takes windows of k rows only.)
+        shape[ax + 2] = ax + 1 == R ? pick(9, 16) : pick(slice ? 1 : w[0], 12);
+    }
+    a.rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
+    a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
+    a.divisor_override = pick(0, 5) == 0 ? pick(1, 30) : 0;
+    a.empty_window_nan = pick(0, 1) == 1;
+    return a;
+}
+
+template <class T>
+bool same_value(T a, T b) {
+    return std::memcmp(&a, &b, sizeof(T)) == 0 || (std::isnan(a) && std::isnan(b));
+}
+
+// One plan: the kernel's average and sum against the reference (within the accuracy bound; NaN
+// and infinity where the reference has them), over the whole tensor and in two calls split at a
+// random plane (the same bits, nothing written outside a call's planes), and forward() / sum()
+// of the public API, sequential and on two threads, giving the kernel's bits.
+template <std::size_t R>
+void s2_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bool specials) {
+    const auto& d = dt::plan_access::data(plan);
+    const index_t items = d.input_shape[0] * d.input_shape[1];
+    const std::size_t xn = static_cast<std::size_t>(plan.input_size()), on = static_cast<std::size_t>(plan.output_size());
+    const std::size_t os = on / static_cast<std::size_t>(items);
+    avgpool_test::uniform<double> dist(-4.0, 4.0);
+    std::vector<float> in(xn), absin(xn);
+    for (std::size_t i = 0; i < xn; ++i) {
+        in[i] = static_cast<float>(dist(gen));
+        // Infinities and NaN in a few places: a lane the kernel reads past a row (the next
+        // row's values) or moves in from outside the row must add nothing.
+        if (specials && std::uniform_int_distribution<int>(0, 40)(gen) == 0) {
+            const float s[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN()};
+            in[i] = s[std::uniform_int_distribution<int>(0, 2)(gen)];
+        }
+        absin[i] = std::fabs(in[i]);
+    }
+    double ksum = 0;
+    for (std::size_t ax = 0; ax < R; ++ax) ksum += static_cast<double>(d.geometry.kernel[ax]);
+    const index_t cut = items > 1 ? std::uniform_int_distribution<index_t>(1, items - 1)(gen) : 0;
+    avgpool::thread_pool pool(2);
+    for (auto op : {dt::pool_op::average, dt::pool_op::sum}) {
+        const char* what = op == dt::pool_op::sum ? "sum" : "average";
+        const dt::s2_kernel<R> k(d, op);
+        std::vector<float> whole(on, 1e30f), first(on, 3.0f), second(on, 5.0f), ref(on), ref_abs(on);
+        k.run(in.data(), whole.data(), 0, items);
+        dt::reference_pool<float, R>(d, in.data(), ref.data(), op, 0, items);
+        dt::reference_pool<float, R>(d, absin.data(), ref_abs.data(), op, 0, items);
+        for (std::size_t i = 0; i < on; ++i) {
+            if (std::isnan(ref[i]) || std::isinf(ref[i])) {
+                ASSERT_TRUE(same_value(whole[i], ref[i])) << what << " output " << i << ": " << whole[i] << " reference " << ref[i];
+                continue;
+            }
+            const double bound = 4 * ksum * 0x1p-24 * static_cast<double>(ref_abs[i]) * (1 + 1e-6) +
+                                 std::numeric_limits<float>::denorm_min();
+            ASSERT_LE(std::fabs(static_cast<double>(whole[i]) - static_cast<double>(ref[i])), bound)
+                << what << " output " << i << ": kernel " << whole[i] << " reference " << ref[i];
+        }
+        // Two calls: each writes its own planes only, and together they give the same bits.
+        k.run(in.data(), first.data(), 0, cut);
+        k.run(in.data(), second.data(), cut, items);
+        for (std::size_t i = 0; i < on; ++i) {
+            const bool mine = i < static_cast<std::size_t>(cut) * os;
+            ASSERT_TRUE(same_value(mine ? first[i] : second[i], whole[i])) << what << " output " << i << ", split at " << cut;
+            ASSERT_EQ(mine ? second[i] : first[i], mine ? 5.0f : 3.0f)
+                << what << ": output " << i << " written by the call that does not own it (split at " << cut << ")";
+        }
+        // The public API takes this kernel (unless few large planes go to a row kernel in
+        // blocks of rows, as any executor would): the same bits, also on two threads.
+        if (dt::plane_blocks(items, static_cast<index_t>(os) / d.geometry.output[R - 1], plan.input_size()).split()) continue;
+        std::vector<float> api(on, 7.0f), threaded(on, 9.0f);
+        if (op == dt::pool_op::average) {
+            ASSERT_TRUE(plan.forward(in.data(), api.data()).ok());
+            ASSERT_TRUE(plan.forward(in.data(), threaded.data(), pool).ok());
+        } else {
+            ASSERT_TRUE(plan.sum(in.data(), api.data()).ok());
+            ASSERT_TRUE(plan.sum(in.data(), threaded.data(), pool).ok());
+        }
+        for (std::size_t i = 0; i < on; ++i) {
+            ASSERT_TRUE(same_value(api[i], whole[i])) << what << " through the API, output " << i;
+            ASSERT_TRUE(same_value(threaded[i], whole[i])) << what << " on two threads, output " << i;
+        }
+    }
+}
+
+template <std::size_t R>
+void s2_suite(int cases, int& ran) {
+    std::mt19937_64 gen(0x5e2d0 + R);
+    for (int c = 0; c < cases; ++c) {
+        avgpool::dims<R + 2> shape{};
+        const avgpool::pool_attrs<R> a = s2_attrs<R>(gen, shape);
+        auto plan = avgpool::pooling<R>::create(shape, a);
+        if (!plan) continue;
+        const auto& d = dt::plan_access::data(*plan);
+        if (!dt::s2_applicable<float, R>(d)) continue;
+        ++ran;
+        SCOPED_TRACE(avgpool_test::describe<R>(shape, a, "stride-2 kernel"));
+        s2_check<R>(*plan, gen, c % 2 == 1);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
+TEST(Stride2Kernel, MatchesReference) {
+    int ran2 = 0, ran3 = 0;
+    s2_suite<2>(avgpool_test::sweep(300), ran2);
+    if (HasFatalFailure()) return;
+    s2_suite<3>(avgpool_test::sweep(150), ran3);
+    std::printf("[          ] %d and %d random plans of R = 2, 3 took the kernel\n", ran2, ran3);
+    EXPECT_GT(ran2, avgpool_test::sweep(300) / 2);
+    EXPECT_GT(ran3, avgpool_test::sweep(150) / 2);
+}
+
+// The kernel's windows on ShuffleNet's and DenseNet's planes go through it, and a dilation, a
+// 4x4 window or a row of 8 or 17 does not.
+TEST(Stride2Kernel, ChosenWhereItApplies) {
+    auto plan_of = [](index_t w, index_t k, index_t pad, index_t dilation) {
+        avgpool::pool_attrs<2> a;
+        a.kernel = {k, k};
+        a.strides = {2, 2};
+        a.pads_begin = a.pads_end = {pad, pad};
+        a.dilations = {1, dilation};
+        return avgpool::pooling<2>::create({1, 24, w, w}, a);
+    };
+    auto takes = [&](index_t w, index_t k, index_t pad, index_t dilation) {
+        auto plan = plan_of(w, k, pad, dilation);
+        return plan && dt::s2_applicable<float, 2>(dt::plan_access::data(*plan));
+    };
+    EXPECT_TRUE(takes(14, 3, 1, 1));
+    EXPECT_TRUE(takes(14, 2, 0, 1));
+    EXPECT_TRUE(takes(13, 3, 0, 1));
+    EXPECT_TRUE(takes(15, 5, 2, 1));
+    EXPECT_FALSE(takes(14, 3, 1, 2));
+    EXPECT_FALSE(takes(14, 4, 1, 1));
+    EXPECT_FALSE(takes(8, 3, 1, 1));
+    EXPECT_FALSE(takes(17, 3, 1, 1));
+    auto plan = plan_of(14, 3, 1, 1);
+    ASSERT_TRUE(plan);
+    const auto& d = dt::plan_access::data(*plan);
+    EXPECT_FALSE((dt::s2_applicable<double, 2>(d)));
+    EXPECT_FALSE((dt::s2_applicable<float, 2, avgpool::bfloat16>(d)));
+}
+
+#if defined(__linux__)
+// The last row of the tensor ends at a page followed by an unmapped page: the kernel reads
+// nothing past the input (its second vector of a row is a masked load). Rows of 9 and 13.
+TEST(Stride2Kernel, ReadsNothingPastTheInput) {
+    const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+    for (index_t w : {9, 13, 14, 16}) {
+        avgpool::pool_attrs<2> a;
+        a.kernel = {3, 3};
+        a.strides = {2, 2};
+        a.pads_begin = a.pads_end = {1, 1};
+        auto plan = avgpool::pooling<2>::create({1, 5, w, w}, a);
+        ASSERT_TRUE(plan);
+        ASSERT_TRUE((dt::s2_applicable<float, 2>(dt::plan_access::data(*plan))));
+        const std::size_t n = static_cast<std::size_t>(plan->input_size()), bytes = n * sizeof(float);
+        const std::size_t span = (bytes + page - 1) / page * page;
+        void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        ASSERT_NE(map, MAP_FAILED);
+        ASSERT_EQ(0, mprotect(static_cast<char*>(map) + span, page, PROT_NONE));
+        float* in = reinterpret_cast<float*>(static_cast<char*>(map) + span - bytes);  // ends at the guard page
+        for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>(i % 17) - 8.0f;
+        std::vector<float> got(static_cast<std::size_t>(plan->output_size())), ref(got.size());
+        ASSERT_TRUE(plan->forward(in, got.data()).ok());
+        dt::reference_pool<float, 2>(dt::plan_access::data(*plan), in, ref.data(), dt::pool_op::average, 0, 5);
+        for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref[i], 1e-5) << "row width " << w << ", output " << i;
+        munmap(map, span + page);
+    }
+}
+#endif
+
+#else
+
+TEST(Stride2Kernel, NotInThisBuild) {
+    GTEST_SKIP() << "the stride-2 row kernel is AVX2 code (not AVX-512 builds, where the permute kernel takes these planes)";
+}
+
+#endif
+
+}  // namespace
