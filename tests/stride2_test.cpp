@@ -1,5 +1,5 @@
 // The stride-2 row kernel (kernel_stride2.hpp; AVX2 builds): channels-first float planes with
-// rows of 9 to 16 inputs, stride 2 on the last axis, 2x2, 3x3 and 5x5 windows.
+// rows of 7 to 32 inputs, stride 2 on the last axis, 2x2, 3x3 and 5x5 windows.
 #include <gtest/gtest.h>
 
 #include <avgpool/avgpool.hpp>
@@ -28,7 +28,7 @@ namespace dt = avgpool::detail;
 
 #if AVGPOOL_STRIDE2_KERNEL
 
-// A random plan the kernel is meant for: rows of 9 to 16 at stride 2 with one of its windows,
+// A random plan the kernel is meant for: rows of 5 to 32 at stride 2 with one of its windows,
 // any outer axes (stride, pads, rounding), any divisor rule, override and empty-window mode.
 template <std::size_t R>
 avgpool::pool_attrs<R> s2_attrs(std::mt19937_64& gen, avgpool::dims<R + 2>& shape) {
@@ -38,15 +38,17 @@ avgpool::pool_attrs<R> s2_attrs(std::mt19937_64& gen, avgpool::dims<R + 2>& shap
     avgpool::pool_attrs<R> a;
     shape[0] = pick(1, 3);
     shape[1] = pick(1, 13);
+    // R = 3: one outer axis has a window of 1 (rows per output row = the row's taps, as the
+    // kernel needs): slices (k, 1, k) or (1, k, k).
+    const std::size_t flat_axis = R == 3 ? static_cast<std::size_t>(pick(0, 1)) : R;
     for (std::size_t ax = 0; ax < R; ++ax) {
-        // R = 3: a window of one slice (rows per output row = the row's taps, as the kernel needs).
-        const bool slice = R == 3 && ax == 0;
+        const bool slice = ax == flat_axis;
         a.kernel[ax] = slice ? 1 : w[0];
         a.pads_begin[ax] = slice ? 0 : w[1];
         a.pads_end[ax] = slice ? 0 : pick(0, w[1] + 1);
         a.strides[ax] = ax + 1 == R ? 2 : pick(1, 3);
         // (Outer extents of at least the kernel: the kernel takes windows of k rows only.)
-        shape[ax + 2] = ax + 1 == R ? pick(9, 16) : pick(slice ? 1 : w[0], 12);
+        shape[ax + 2] = ax + 1 == R ? pick(5, 33) : pick(slice ? 1 : w[0], 12);
     }
     a.rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
     a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
@@ -74,8 +76,9 @@ void s2_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bool specia
     std::vector<float> in(xn), absin(xn);
     for (std::size_t i = 0; i < xn; ++i) {
         in[i] = static_cast<float>(dist(gen));
-        // Infinities and NaN in a few places: a lane the kernel reads past a row (the next
-        // row's values) or moves in from outside the row must add nothing.
+        // Infinities and NaN in a few places: they must reach exactly the outputs whose
+        // windows hold them (not through the lanes the kernel moves in from a neighbouring
+        // chunk or from outside the row, which it zeroes).
         if (specials && std::uniform_int_distribution<int>(0, 40)(gen) == 0) {
             const float s[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
                                std::numeric_limits<float>::quiet_NaN()};
@@ -90,7 +93,8 @@ void s2_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bool specia
     for (auto op : {dt::pool_op::average, dt::pool_op::sum}) {
         const char* what = op == dt::pool_op::sum ? "sum" : "average";
         const dt::s2_kernel<R> k(d, op);
-        std::vector<float> whole(on, 1e30f), first(on, 3.0f), second(on, 5.0f), ref(on), ref_abs(on);
+        // 16 canaries past each output: nothing is written past the tensor's last row.
+        std::vector<float> whole(on + 16, 1e30f), first(on + 16, 3.0f), second(on + 16, 5.0f), ref(on), ref_abs(on);
         k.run(in.data(), whole.data(), 0, items);
         dt::reference_pool<float, R>(d, in.data(), ref.data(), op, 0, items);
         dt::reference_pool<float, R>(d, absin.data(), ref_abs.data(), op, 0, items);
@@ -107,6 +111,11 @@ void s2_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bool specia
         // Two calls: each writes its own planes only, and together they give the same bits.
         k.run(in.data(), first.data(), 0, cut);
         k.run(in.data(), second.data(), cut, items);
+        for (std::size_t i = on; i < on + 16; ++i) {
+            ASSERT_EQ(whole[i], 1e30f) << what << ": wrote past the output, at " << i;
+            ASSERT_EQ(second[i], 5.0f) << what << ": wrote past the output, at " << i;
+            ASSERT_EQ(first[i], 3.0f) << what << ": wrote past the output, at " << i;
+        }
         for (std::size_t i = 0; i < on; ++i) {
             const bool mine = i < static_cast<std::size_t>(cut) * os;
             ASSERT_TRUE(same_value(mine ? first[i] : second[i], whole[i])) << what << " output " << i << ", split at " << cut;
@@ -173,14 +182,18 @@ TEST(Stride2Kernel, ChosenWhereItApplies) {
         auto plan = plan_of(w, k, pad, dilation);
         return plan && dt::s2_applicable<float, 2>(dt::plan_access::data(*plan));
     };
-    EXPECT_TRUE(takes(14, 3, 1, 1));
+    for (index_t w : {7, 14, 28}) EXPECT_TRUE(takes(w, 3, 1, 1)) << w;
     EXPECT_TRUE(takes(14, 2, 0, 1));
+    EXPECT_TRUE(takes(28, 2, 0, 1));
     EXPECT_TRUE(takes(13, 3, 0, 1));
     EXPECT_TRUE(takes(15, 5, 2, 1));
-    EXPECT_FALSE(takes(14, 3, 1, 2));
-    EXPECT_FALSE(takes(14, 4, 1, 1));
-    EXPECT_FALSE(takes(8, 3, 1, 1));
-    EXPECT_FALSE(takes(17, 3, 1, 1));
+    EXPECT_TRUE(takes(32, 5, 2, 1));
+    EXPECT_FALSE(takes(14, 3, 1, 2));  // dilation
+    EXPECT_FALSE(takes(14, 4, 1, 1));  // a window it has no code for
+    EXPECT_FALSE(takes(6, 3, 1, 1));   // 3 outputs a row: a whole-vector store would pass the next row
+    EXPECT_FALSE(takes(8, 3, 0, 1));
+    EXPECT_FALSE(takes(33, 3, 1, 1));  // rows of three chunks (the block kernel is faster there)
+    EXPECT_FALSE(takes(56, 3, 1, 1));
     auto plan = plan_of(14, 3, 1, 1);
     ASSERT_TRUE(plan);
     const auto& d = dt::plan_access::data(*plan);
@@ -189,30 +202,55 @@ TEST(Stride2Kernel, ChosenWhereItApplies) {
 }
 
 #if defined(__linux__)
-// The last row of the tensor ends at a page followed by an unmapped page: the kernel reads
-// nothing past the input (its second vector of a row is a masked load). Rows of 9 and 13.
-TEST(Stride2Kernel, ReadsNothingPastTheInput) {
+// The input ends at a page followed by an unmapped page, and so does the output: the kernel
+// reads nothing past the input (the vectors that pass a row are masked loads) and writes
+// nothing past the output (the call's last row is a masked store). Every window it has code
+// for, on rows of one chunk and of two, each whole or not; the padded windows' first output
+// row reads a missing row (the zeros).
+TEST(Stride2Kernel, ReadsAndWritesNothingPastTheTensors) {
     const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-    for (index_t w : {9, 13, 14, 16}) {
+    // Pages ending exactly at n floats, followed by an unmapped page.
+    struct guarded {
+        void* map = MAP_FAILED;
+        std::size_t span = 0, page = 0;
+        float* at = nullptr;
+        guarded(std::size_t n, std::size_t page_size) : page(page_size) {
+            const std::size_t bytes = n * sizeof(float);
+            span = (bytes + page - 1) / page * page;
+            map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+            if (map == MAP_FAILED || mprotect(static_cast<char*>(map) + span, page, PROT_NONE) != 0) return;
+            at = reinterpret_cast<float*>(static_cast<char*>(map) + span - bytes);
+        }
+        ~guarded() {
+            if (map != MAP_FAILED) munmap(map, span + page);
+        }
+    };
+    const index_t windows[][2] = {{2, 0}, {3, 1}, {3, 0}, {5, 2}};
+    for (const auto& win : windows)
+        for (index_t w : {7, 9, 13, 16, 17, 22, 28, 32}) {
         avgpool::pool_attrs<2> a;
-        a.kernel = {3, 3};
+        a.kernel = {win[0], win[0]};
         a.strides = {2, 2};
-        a.pads_begin = a.pads_end = {1, 1};
+        a.pads_begin = a.pads_end = {win[1], win[1]};
         auto plan = avgpool::pooling<2>::create({1, 5, w, w}, a);
         ASSERT_TRUE(plan);
-        ASSERT_TRUE((dt::s2_applicable<float, 2>(dt::plan_access::data(*plan))));
-        const std::size_t n = static_cast<std::size_t>(plan->input_size()), bytes = n * sizeof(float);
-        const std::size_t span = (bytes + page - 1) / page * page;
-        void* map = mmap(nullptr, span + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        ASSERT_NE(map, MAP_FAILED);
-        ASSERT_EQ(0, mprotect(static_cast<char*>(map) + span, page, PROT_NONE));
-        float* in = reinterpret_cast<float*>(static_cast<char*>(map) + span - bytes);  // ends at the guard page
-        for (std::size_t i = 0; i < n; ++i) in[i] = static_cast<float>(i % 17) - 8.0f;
-        std::vector<float> got(static_cast<std::size_t>(plan->output_size())), ref(got.size());
-        ASSERT_TRUE(plan->forward(in, got.data()).ok());
-        dt::reference_pool<float, 2>(dt::plan_access::data(*plan), in, ref.data(), dt::pool_op::average, 0, 5);
-        for (std::size_t i = 0; i < got.size(); ++i) EXPECT_NEAR(got[i], ref[i], 1e-5) << "row width " << w << ", output " << i;
-        munmap(map, span + page);
+        const auto& d = dt::plan_access::data(*plan);
+        if (!dt::s2_applicable<float, 2>(d)) {
+            EXPECT_LT(d.geometry.output[1], 4) << "k " << win[0] << " row " << w << ": expected the kernel";
+            continue;
+        }
+        const std::size_t n = static_cast<std::size_t>(plan->input_size()), on = static_cast<std::size_t>(plan->output_size());
+        guarded in(n, page), got(on, page);
+        ASSERT_NE(in.at, nullptr);
+        ASSERT_NE(got.at, nullptr);
+        for (std::size_t i = 0; i < n; ++i) in.at[i] = static_cast<float>(i % 17) - 8.0f;
+        std::vector<float> ref(on);
+        dt::reference_pool<float, 2>(d, in.at, ref.data(), dt::pool_op::average, 0, 5);
+        const dt::s2_kernel<2> k(d, dt::pool_op::average);
+        k.run(in.at, got.at, 0, 5);
+        for (std::size_t i = 0; i < on; ++i)
+            ASSERT_NEAR(got.at[i], ref[i], 1e-5) << "k " << win[0] << " row " << w << ", output " << i;
+        k.run(in.at, got.at, 3, 5);  // (a call's last row, and the tensor's, again)
     }
 }
 #endif

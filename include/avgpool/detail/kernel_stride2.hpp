@@ -2,17 +2,19 @@
 // SPDX-License-Identifier: MIT
 //
 // The stride-2 row kernel, for AVX2 builds (where the AVX-512 permute kernel is compiled out):
-// channels-first float planes of R = 2 or 3 whose input rows fit two 8-lane vectors (9 to 16
-// columns) and whose output rows fit one, stride 2 on the last axis: ShuffleNet's 3x3 pools on
-// 14x14. The tile kernel spent about half its time there on transposes. Here an output row is
-// the sum of its window's input rows, kept in two registers; one de-interleave splits the sum
-// into its even and odd columns, and each horizontal tap is then one of those two vectors as
-// it is, or moved by whole lanes (one permute) with the lanes that would fall outside the row
-// zeroed: tap t of output o reads column 2 o - pad + t * dilation, whose parity is the tap's.
-// The row's second vector is a masked load, which zeroes the columns past the row (windows
-// running past it under ceil rounding read zeros, as the window tables say) and never reads
-// past the tensor. Output rows are stored whole but for a chunk's last one, so a row's spare
-// lanes are overwritten by the next row.
+// channels-first float planes of R = 2 or 3 with rows of 7 to 32 inputs at stride 2 on the
+// last axis and 2x2, 3x3 or 5x5 windows: ShuffleNet's 3x3 pools on 7x7 to 28x28, DenseNet's
+// 2x2 on 14x14. The tile kernel spent about half its time there on transposes, the row and
+// block kernels on setting rows up. Here an output row is the sum of its window's input rows,
+// kept in registers as chunks of 16 columns (two vectors; one or two chunks a row); a
+// chunk's sum is de-interleaved once into its even and odd columns, and each horizontal tap is
+// then one of those two vectors as it is, or moved by whole lanes (a permute) with the lanes
+// moved past the chunk's edge taken from the neighbouring chunk or zeroed past the row: tap t
+// of output o reads column 2 o - pad + t, whose parity is the tap's. The vectors that pass the
+// row's end are masked loads, which read zeros there (windows running past the row under ceil
+// rounding sum zeros, as the window tables say) and nothing past the tensor. Output rows are
+// stored as whole vectors but in a call's last row, so a row's spare lanes land on the next
+// row, which is stored after it.
 // The sums run in the tile kernel's order for R = 2 (the window's rows in order, then the taps
 // in order; a zeroed lane adds +0, which changes no sum but a zero's sign, and the final + 0
 // of the quotient makes such zeros +0 either way), and the quotient is the sum times the same
@@ -43,6 +45,18 @@ namespace detail {
 // Input rows summed per output row and horizontal taps, at most.
 constexpr index_t s2_max_rows = 5;
 constexpr index_t s2_max_taps = 5;
+// Rows of s2_min_width columns and more (the 4 outputs a chunk needs start at 7), in chunks of
+// 16 columns (8 outputs), at most s2_max_chunks of them: with four (56x56 planes) the
+// registers ran out and the block kernel was faster (25 against 33 us for 24 planes, 3x3).
+constexpr index_t s2_min_width = 7;
+constexpr index_t s2_max_chunks = 2;
+
+/// Chunks of 16 columns that cover a row of W inputs, or 0 if their 8 outputs each do not
+/// cover the Wo outputs (pads past the row: chunks of no input would read past it).
+constexpr index_t s2_chunks(index_t W, index_t Wo) noexcept {
+    const index_t n = (W + 15) / 16;
+    return Wo <= 8 * n ? n : 0;
+}
 
 /// The windows the kernel is compiled for, as (input rows per output row, taps, left pad) at
 /// dilation 1: 2x2, 3x3 with and without padding, 5x5 padded; their case in s2_kernel::run, or
@@ -58,9 +72,9 @@ constexpr int s2_pattern(index_t rows, index_t k, index_t d, index_t pl) noexcep
 }
 
 /// Whether the geometry suits the stride-2 row kernel (float storage, AVX2 builds only): the
-/// last axis at stride 2 with rows of 9 to 16 inputs and at most 8 outputs, whose windows are
-/// the kernel's taps 2 o - pad + t inside the row (what a non-adaptive window is), and a window
-/// s2_pattern names.
+/// last axis at stride 2 with rows of one or two chunks and at least 4 outputs a chunk, whose
+/// windows are the kernel's taps 2 o - pad + t inside the row (what a non-adaptive window is),
+/// and a window s2_pattern names.
 template <std::size_t R>
 bool s2_geometry(const plan_data<R>& p) noexcept {
     if (!AVGPOOL_STRIDE2_KERNEL || R < 2 || R > 3 || p.memory_layout != layout::channels_first || p.global ||
@@ -69,7 +83,12 @@ bool s2_geometry(const plan_data<R>& p) noexcept {
     const pool_geometry<R>& g = p.geometry;
     const index_t W = g.input[R - 1], Wo = g.output[R - 1], k = g.kernel[R - 1], d = g.dilations[R - 1];
     const index_t pl = g.pads_begin[R - 1];
-    if (g.strides[R - 1] != 2 || W < 9 || W > 16 || Wo < 1 || Wo > 8 || k < 1 || k > s2_max_taps) return false;
+    // Rows of at least 4 outputs a chunk: a row's last whole vector then spills into the next
+    // row only (s2_kernel stores whole vectors but in a call's last row).
+    const index_t chunks = s2_chunks(W, Wo);
+    if (g.strides[R - 1] != 2 || W < s2_min_width || chunks < 1 || chunks > s2_max_chunks || Wo < 4 * chunks ||
+        k < 1 || k > s2_max_taps)
+        return false;
     const window* w = p.axis(R - 1);
     for (index_t o = 0; o < Wo; ++o) {
         // The window's columns must be the taps that land inside the row, in order.
@@ -103,8 +122,8 @@ bool s2_applicable(const plan_data<R>& p) noexcept {
 
 #if AVGPOOL_STRIDE2_KERNEL
 
-// Read for a window's missing rows (and masked past its 9th column).
-alignas(32) inline constexpr float s2_zeros[16] = {};
+// Read for a window's missing rows: a row of the widest chunks.
+alignas(32) inline constexpr float s2_zeros[16 * s2_max_chunks] = {};
 
 template <std::size_t R>
 class s2_kernel {
@@ -116,100 +135,148 @@ public:
         xs_ = p.input_spatial_volume();
         nr_ = p.output_spatial_volume() / Wo_;
         os_ = nr_ * Wo_;
+        nc_ = s2_chunks(W, Wo_);
+        mask_lo_ = W < 16 * nc_ - 8;
         pattern_ = s2_pattern(static_cast<index_t>(p.perm_rows.size()) / nr_, k, g.dilations[R - 1], pl);
-        for (int l = 0; l < 8; ++l) {
-            high_[l] = l + 8 < W ? -1 : 0;
-            last_[l] = l < Wo_ ? -1 : 0;
-        }
-        // deinterleave2_unordered puts element j of the even (odd) columns at lane pos(j):
+        // The last chunk's two vectors: the columns inside the row.
+        for (index_t l = 0; l < 16; ++l) tail_[l] = 16 * (nc_ - 1) + l < W ? -1 : 0;
+        for (index_t c = 0; c < nc_; ++c)
+            for (index_t l = 0; l < 8; ++l) store_[c][l] = 8 * c + l < Wo_ ? -1 : 0;
+        // deinterleave2_unordered puts element j of a chunk's even (odd) columns at lane pos(j):
         // bits 1 and 2 of j swapped (a0 a2 b0 b2 | a4 a6 b4 b6).
         auto pos = [](index_t j) { return static_cast<std::int32_t>((j & 1) | ((j & 2) << 1) | ((j & 4) >> 1)); };
         for (index_t t = 0; t < k; ++t) {
             const index_t c0 = t - pl;                          // the column output 0 reads
             const index_t shift = (c0 - (c0 % 2 + 2) % 2) / 2;  // output o reads element o + shift
             for (index_t o = 0; o < 8; ++o) {
+                // Outside 0 .. 7: that element of the neighbouring chunk (zeros past the ends).
                 const index_t j = o + shift;
-                const bool inside = j >= 0 && j < 8;
-                tap_[t].idx[pos(o)] = inside ? pos(j) : 0;
-                tap_[t].mask[pos(o)] = inside ? -1 : 0;
+                tap_[t].idx[pos(o)] = pos(j & 7);
+                tap_[t].other[pos(o)] = j >= 0 && j < 8 ? 0 : -1;
             }
         }
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
     void run(const float* in, float* out, index_t item_begin, index_t item_end) const {
-        switch (pattern_) {
-            case 0: return rows<2, 2, 0>(in, out, item_begin, item_end);
-            case 1: return rows<3, 3, 1>(in, out, item_begin, item_end);
-            case 2: return rows<3, 3, 0>(in, out, item_begin, item_end);
-            case 3: return rows<5, 5, 2>(in, out, item_begin, item_end);
+        switch (pattern_ * 4 + (nc_ - 1) * 2 + (mask_lo_ ? 1 : 0)) {
+            case 0: return rows<2, 2, 0, 1, false>(in, out, item_begin, item_end);
+            case 1: return rows<2, 2, 0, 1, true>(in, out, item_begin, item_end);
+            case 2: return rows<2, 2, 0, 2, false>(in, out, item_begin, item_end);
+            case 3: return rows<2, 2, 0, 2, true>(in, out, item_begin, item_end);
+            case 4: return rows<3, 3, 1, 1, false>(in, out, item_begin, item_end);
+            case 5: return rows<3, 3, 1, 1, true>(in, out, item_begin, item_end);
+            case 6: return rows<3, 3, 1, 2, false>(in, out, item_begin, item_end);
+            case 7: return rows<3, 3, 1, 2, true>(in, out, item_begin, item_end);
+            case 8: return rows<3, 3, 0, 1, false>(in, out, item_begin, item_end);
+            case 9: return rows<3, 3, 0, 1, true>(in, out, item_begin, item_end);
+            case 10: return rows<3, 3, 0, 2, false>(in, out, item_begin, item_end);
+            case 11: return rows<3, 3, 0, 2, true>(in, out, item_begin, item_end);
+            case 12: return rows<5, 5, 2, 1, false>(in, out, item_begin, item_end);
+            case 13: return rows<5, 5, 2, 1, true>(in, out, item_begin, item_end);
+            case 14: return rows<5, 5, 2, 2, false>(in, out, item_begin, item_end);
+            case 15: return rows<5, 5, 2, 2, true>(in, out, item_begin, item_end);
             default: return;  // (s2_geometry admits only the cases above)
         }
     }
 
 private:
-    // A tap's permute: lane indices, and the lanes it keeps.
+    // A tap's permute: lane indices into a chunk, and the lanes that come from the chunk before
+    // (a tap left of the output) or after (right of it).
     struct tap {
         alignas(32) std::int32_t idx[8];
-        alignas(32) std::int32_t mask[8];
+        alignas(32) std::int32_t other[8];
     };
 
-    // KV input rows per output row, K taps with left pad PL (dilation 1).
-    template <int KV, int K, int PL>
+    template <class A>
+    static AVGPOOL_ALWAYS_INLINE __m256i lanes(const A& a) noexcept {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
+    }
+
+    // KV input rows per output row, K taps with left pad PL (dilation 1), NC chunks of 16
+    // columns (8 outputs) a row; MASK_LO: whether the last chunk's first 8 columns pass the row
+    // (else a plain load: masking it too cost 30% on 14x14 planes).
+    template <int KV, int K, int PL, int NC, bool MASK_LO>
     void rows(const float* in, float* out, index_t item_begin, index_t item_end) const {
+        constexpr int NV = 2 * NC;  // vectors of a row
         const index_t* const table = p_.perm_rows.data();
         const float* const rdiv = p_.template plane_reciprocals<float>();
-        const __m256i high = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(high_));
-        const __m256i last = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(last_));
+        const __m256i tail_lo = lanes(tail_), tail_hi = lanes(tail_ + 8);
         __m256i idx[K];
-        __m256 mask[K];
+        __m256 other[K];
         for (int t = 0; t < K; ++t) {
-            idx[t] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(tap_[t].idx));
-            mask[t] = _mm256_castsi256_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(tap_[t].mask)));
+            idx[t] = lanes(tap_[t].idx);
+            other[t] = _mm256_castsi256_ps(lanes(tap_[t].other));
         }
         for (index_t item = item_begin; item < item_end; ++item) {
             const float* const plane = in + item * xs_;
             float* const dst = out + item * os_;
             for (index_t r = 0; r < nr_; ++r) {
-                // The window's rows (-1: a shorter window's padding, read as zeros).
+                // The window's rows (-1: a shorter window's padding, read as zeros), summed per
+                // vector; the last chunk's vectors are masked loads (nothing past the row).
                 const index_t* const rr = table + r * KV;
-                __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+                __m256 sum[NV];
                 unrolled<KV>([&](auto i) AVGPOOL_INLINE_LAMBDA {
                     const float* src = rr[i] >= 0 ? plane + rr[i] : s2_zeros;
-                    const __m256 a = _mm256_loadu_ps(src), b = _mm256_maskload_ps(src + 8, high);
-                    lo = i == 0 ? a : _mm256_add_ps(lo, a);
-                    hi = i == 0 ? b : _mm256_add_ps(hi, b);
+                    unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA {
+                        const __m256 a = v + 2 < NV || (v + 2 == NV && !MASK_LO)
+                                             ? _mm256_loadu_ps(src + 8 * v)
+                                             : _mm256_maskload_ps(src + 8 * v, v + 2 == NV ? tail_lo : tail_hi);
+                        sum[v] = i == 0 ? a : _mm256_add_ps(sum[v], a);
+                    });
                 });
-                const __m256 even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
-                const __m256 odd = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
-                __m256 acc = _mm256_setzero_ps();
-                unrolled<K>([&](auto t) AVGPOOL_INLINE_LAMBDA {
-                    constexpr int c0 = static_cast<int>(t) - PL;  // the column output 0 reads
-                    constexpr bool is_odd = (c0 % 2 + 2) % 2 == 1, moved = c0 != 0 && c0 != 1;
-                    __m256 v = is_odd ? odd : even;
-                    if constexpr (moved) v = _mm256_and_ps(_mm256_permutevar8x32_ps(v, idx[t]), mask[t]);
-                    acc = t == 0 ? v : _mm256_add_ps(acc, v);
+                // Per chunk, its even and odd columns (element j at lane pos(j)).
+                __m256 even[NC], odd[NC];
+                unrolled<NC>([&](auto c) AVGPOOL_INLINE_LAMBDA {
+                    even[c] = _mm256_shuffle_ps(sum[2 * c], sum[2 * c + 1], _MM_SHUFFLE(2, 0, 2, 0));
+                    odd[c] = _mm256_shuffle_ps(sum[2 * c], sum[2 * c + 1], _MM_SHUFFLE(3, 1, 3, 1));
                 });
-                vec<float> v = in_order(vec<float>{acc});
-                v = average_ ? scale_plus_zero(v, vec<float>::load(rdiv + r * Wo_)) : plus_zero(v);
-                float* const o = dst + r * Wo_;
-                // Whole rows but the chunk's last: the spare lanes land on the next row, which
-                // is stored after this one.
-                if (r + 1 < nr_ || item + 1 < item_end) {
-                    _mm256_storeu_ps(o, v.v);
-                } else {
-                    _mm256_maskstore_ps(o, last, v.v);
-                }
+                const bool last_row = r + 1 == nr_ && item + 1 == item_end;
+                unrolled<NC>([&](auto c) AVGPOOL_INLINE_LAMBDA {
+                    __m256 acc = _mm256_setzero_ps();
+                    unrolled<K>([&](auto t) AVGPOOL_INLINE_LAMBDA {
+                        constexpr int c0 = static_cast<int>(t) - PL;  // the column output 0 reads
+                        constexpr bool is_odd = (c0 % 2 + 2) % 2 == 1;
+                        constexpr int shift = (c0 - (is_odd ? 1 : 0)) / 2;
+                        // (Indexed by constants, not through a pointer: GCC then kept the
+                        // arrays on the stack, 1.8x the time on 14x14 planes.)
+                        __m256 v = is_odd ? odd[c] : even[c];
+                        if constexpr (shift != 0) {
+                            // Lanes moved past the chunk's edge take the neighbour's (none
+                            // before the first chunk or after the last: zeros).
+                            constexpr int nb = shift < 0 ? static_cast<int>(c) - 1 : static_cast<int>(c) + 1;
+                            v = _mm256_permutevar8x32_ps(v, idx[t]);
+                            if constexpr (nb < 0 || nb >= NC) {
+                                v = _mm256_andnot_ps(other[t], v);
+                            } else {
+                                const __m256 n = is_odd ? odd[nb] : even[nb];
+                                v = _mm256_blendv_ps(v, _mm256_permutevar8x32_ps(n, idx[t]), other[t]);
+                            }
+                        }
+                        acc = t == 0 ? v : _mm256_add_ps(acc, v);
+                    });
+                    vec<float> v = in_order(vec<float>{acc});
+                    const index_t at = r * Wo_ + 8 * c;
+                    v = average_ ? scale_plus_zero(v, vec<float>::load(rdiv + at)) : plus_zero(v);
+                    // Whole vectors but in the call's last row: the spare lanes land on the
+                    // next row, which is stored after this one.
+                    if (!last_row) {
+                        _mm256_storeu_ps(dst + at, v.v);
+                    } else {
+                        _mm256_maskstore_ps(dst + at, lanes(store_[c]), v.v);
+                    }
+                });
             }
         }
     }
 
     const plan_data<R>& p_;
     bool average_;
-    index_t Wo_ = 1, xs_ = 0, os_ = 0, nr_ = 1;
+    index_t Wo_ = 1, xs_ = 0, os_ = 0, nr_ = 1, nc_ = 1;
+    bool mask_lo_ = false;
     int pattern_ = -1;
-    alignas(32) std::int32_t high_[8] = {};
-    alignas(32) std::int32_t last_[8] = {};
+    alignas(32) std::int32_t tail_[16] = {};
+    alignas(32) std::int32_t store_[4][8] = {};
     tap tap_[s2_max_taps] = {};
 };
 
