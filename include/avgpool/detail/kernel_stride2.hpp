@@ -2,9 +2,9 @@
 // SPDX-License-Identifier: MIT
 //
 // The stride-2 row kernel, for AVX2 builds (where the AVX-512 permute kernel is compiled out):
-// channels-first float planes of R = 2 or 3 with rows of 7 to 32 inputs at stride 2 on the
-// last axis and 2x2, 3x3 or 5x5 windows: ShuffleNet's 3x3 pools on 7x7 to 28x28, DenseNet's
-// 2x2 on 14x14. The tile kernel spent about half its time there on transposes, the row and
+// channels-first float planes of R = 2 or 3 with rows of 9 to 32 inputs at stride 2 on the
+// last axis and 2x2, 3x3 or 5x5 windows: ShuffleNet's 3x3 pools on 14x14 and 28x28,
+// DenseNet's 2x2 on 14x14 and 28x28. The tile kernel spent about half its time there on transposes, the row and
 // block kernels on setting rows up. Here an output row is the sum of its window's input rows,
 // kept in registers as chunks of 16 columns (two vectors; one or two chunks a row); a
 // chunk's sum is de-interleaved once into its even and odd columns, and each horizontal tap is
@@ -45,10 +45,11 @@ namespace detail {
 // Input rows summed per output row and horizontal taps, at most.
 constexpr index_t s2_max_rows = 5;
 constexpr index_t s2_max_taps = 5;
-// Rows of s2_min_width columns and more (the 4 outputs a chunk needs start at 7), in chunks of
-// 16 columns (8 outputs), at most s2_max_chunks of them: with four (56x56 planes) the
-// registers ran out and the block kernel was faster (25 against 33 us for 24 planes, 3x3).
-constexpr index_t s2_min_width = 7;
+// Rows of s2_min_width columns and more, in chunks of 16 columns (8 outputs), at most
+// s2_max_chunks of them. On 7x7 planes (4 outputs in 8 lanes) the tile kernel was as fast
+// (10.5-11.4 us either way for 576 planes, 3x3); with four chunks (56x56) the registers ran
+// out and the block kernel was faster (25 against 33 us for 24 planes, 3x3).
+constexpr index_t s2_min_width = 9;
 constexpr index_t s2_max_chunks = 2;
 
 /// Chunks of 16 columns that cover a row of W inputs, or 0 if their 8 outputs each do not
