@@ -45,12 +45,14 @@ avgpool::pool_attrs<R> s2_attrs(std::mt19937_64& gen, avgpool::dims<R + 2>& shap
         const bool slice = ax == flat_axis;
         a.kernel[ax] = slice ? 1 : w[0];
         a.pads_begin[ax] = slice ? 0 : w[1];
-        a.pads_end[ax] = slice ? 0 : pick(0, w[1] + 1);
+        // (Pads past the kernel give windows wholly in the padding, empty.)
+        a.pads_end[ax] = slice ? 0 : pick(0, 1) == 0 ? pick(0, w[1] + 1) : pick(0, 6);
         a.strides[ax] = ax + 1 == R ? 2 : pick(1, 3);
         // (Outer extents of at least the kernel: the kernel takes windows of k rows only.)
         shape[ax + 2] = ax + 1 == R ? pick(5, 33) : pick(slice ? 1 : w[0], 12);
     }
     a.rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
+    if (pick(0, 3) == 0) a.auto_pad = static_cast<avgpool::pad_type>(pick(1, 3));
     a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
     a.divisor_override = pick(0, 5) == 0 ? pick(1, 30) : 0;
     a.empty_window_nan = pick(0, 1) == 1;
@@ -88,7 +90,9 @@ void s2_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bool specia
     }
     double ksum = 0;
     for (std::size_t ax = 0; ax < R; ++ax) ksum += static_cast<double>(d.geometry.kernel[ax]);
+    // Three calls: planes [0, cut) and [cut2, items) into one buffer, [cut, cut2) into another.
     const index_t cut = items > 1 ? std::uniform_int_distribution<index_t>(1, items - 1)(gen) : 0;
+    const index_t cut2 = std::uniform_int_distribution<index_t>(cut, items)(gen);
     avgpool::thread_pool pool(2);
     for (auto op : {dt::pool_op::average, dt::pool_op::sum}) {
         const char* what = op == dt::pool_op::sum ? "sum" : "average";
@@ -109,18 +113,21 @@ void s2_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bool specia
                 << what << " output " << i << ": kernel " << whole[i] << " reference " << ref[i];
         }
         // Two calls: each writes its own planes only, and together they give the same bits.
+        k.run(in.data(), first.data(), cut2, items);
+        k.run(in.data(), second.data(), cut, cut2);
         k.run(in.data(), first.data(), 0, cut);
-        k.run(in.data(), second.data(), cut, items);
         for (std::size_t i = on; i < on + 16; ++i) {
             ASSERT_EQ(whole[i], 1e30f) << what << ": wrote past the output, at " << i;
             ASSERT_EQ(second[i], 5.0f) << what << ": wrote past the output, at " << i;
             ASSERT_EQ(first[i], 3.0f) << what << ": wrote past the output, at " << i;
         }
         for (std::size_t i = 0; i < on; ++i) {
-            const bool mine = i < static_cast<std::size_t>(cut) * os;
-            ASSERT_TRUE(same_value(mine ? first[i] : second[i], whole[i])) << what << " output " << i << ", split at " << cut;
+            const bool mine = i < static_cast<std::size_t>(cut) * os || i >= static_cast<std::size_t>(cut2) * os;
+            ASSERT_TRUE(same_value(mine ? first[i] : second[i], whole[i]))
+                << what << " output " << i << ", split at " << cut << " and " << cut2;
             ASSERT_EQ(mine ? second[i] : first[i], mine ? 5.0f : 3.0f)
-                << what << ": output " << i << " written by the call that does not own it (split at " << cut << ")";
+                << what << ": output " << i << " written by a call that does not own it (split at " << cut << " and "
+                << cut2 << ")";
         }
         // The public API takes this kernel (unless few large planes go to a row kernel in
         // blocks of rows, as any executor would): the same bits, also on two threads.

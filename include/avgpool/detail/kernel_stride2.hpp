@@ -50,6 +50,7 @@ constexpr index_t s2_max_taps = 5;
 // (10.5-11.4 us either way for 576 planes, 3x3); with four chunks (56x56) the registers ran
 // out and the block kernel was faster (25 against 33 us for 24 planes, 3x3).
 constexpr index_t s2_min_width = 9;
+static_assert(s2_min_width >= 9, "s2_kernel::run loads a one-chunk row's first vector whole");
 constexpr index_t s2_max_chunks = 2;
 
 /// Chunks of 16 columns that cover a row of W inputs, or 0 if their 8 outputs each do not
@@ -160,23 +161,20 @@ public:
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
     void run(const float* in, float* out, index_t item_begin, index_t item_end) const {
-        switch (pattern_ * 4 + (nc_ - 1) * 2 + (mask_lo_ ? 1 : 0)) {
+        // (Rows of one chunk are at least 9 wide: their first vector is always whole.)
+        switch (pattern_ * 3 + (nc_ == 1 ? 0 : mask_lo_ ? 2 : 1)) {
             case 0: return rows<2, 2, 0, 1, false>(in, out, item_begin, item_end);
-            case 1: return rows<2, 2, 0, 1, true>(in, out, item_begin, item_end);
-            case 2: return rows<2, 2, 0, 2, false>(in, out, item_begin, item_end);
-            case 3: return rows<2, 2, 0, 2, true>(in, out, item_begin, item_end);
-            case 4: return rows<3, 3, 1, 1, false>(in, out, item_begin, item_end);
-            case 5: return rows<3, 3, 1, 1, true>(in, out, item_begin, item_end);
-            case 6: return rows<3, 3, 1, 2, false>(in, out, item_begin, item_end);
-            case 7: return rows<3, 3, 1, 2, true>(in, out, item_begin, item_end);
-            case 8: return rows<3, 3, 0, 1, false>(in, out, item_begin, item_end);
-            case 9: return rows<3, 3, 0, 1, true>(in, out, item_begin, item_end);
-            case 10: return rows<3, 3, 0, 2, false>(in, out, item_begin, item_end);
-            case 11: return rows<3, 3, 0, 2, true>(in, out, item_begin, item_end);
-            case 12: return rows<5, 5, 2, 1, false>(in, out, item_begin, item_end);
-            case 13: return rows<5, 5, 2, 1, true>(in, out, item_begin, item_end);
-            case 14: return rows<5, 5, 2, 2, false>(in, out, item_begin, item_end);
-            case 15: return rows<5, 5, 2, 2, true>(in, out, item_begin, item_end);
+            case 1: return rows<2, 2, 0, 2, false>(in, out, item_begin, item_end);
+            case 2: return rows<2, 2, 0, 2, true>(in, out, item_begin, item_end);
+            case 3: return rows<3, 3, 1, 1, false>(in, out, item_begin, item_end);
+            case 4: return rows<3, 3, 1, 2, false>(in, out, item_begin, item_end);
+            case 5: return rows<3, 3, 1, 2, true>(in, out, item_begin, item_end);
+            case 6: return rows<3, 3, 0, 1, false>(in, out, item_begin, item_end);
+            case 7: return rows<3, 3, 0, 2, false>(in, out, item_begin, item_end);
+            case 8: return rows<3, 3, 0, 2, true>(in, out, item_begin, item_end);
+            case 9: return rows<5, 5, 2, 1, false>(in, out, item_begin, item_end);
+            case 10: return rows<5, 5, 2, 2, false>(in, out, item_begin, item_end);
+            case 11: return rows<5, 5, 2, 2, true>(in, out, item_begin, item_end);
             default: return;  // (s2_geometry admits only the cases above)
         }
     }
