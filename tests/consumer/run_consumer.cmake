@@ -45,6 +45,12 @@ set(_common -G "${AVGPOOL_GENERATOR}"
 if(AVGPOOL_MAKE_PROGRAM)
     list(APPEND _common "-DCMAKE_MAKE_PROGRAM=${AVGPOOL_MAKE_PROGRAM}")
 endif()
+get_filename_component(_avgpool_cxx_name "${AVGPOOL_CXX_COMPILER}" NAME_WE)
+if(AVGPOOL_BUILD_TYPE STREQUAL "Debug" AND NOT _avgpool_cxx_name MATCHES "^(cl|clang-cl)$")
+    # -O0 without -g: nobody debugs these builds, and the debug information was a fifth of
+    # their compile time (the kernels' instantiations: 16.4 against 13.3 s).
+    list(APPEND _common "-DCMAKE_CXX_FLAGS_DEBUG=-O0")
+endif()
 if(AVGPOOL_GENERATOR_PLATFORM)
     list(APPEND _common -A "${AVGPOOL_GENERATOR_PLATFORM}")
 endif()
