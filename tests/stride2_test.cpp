@@ -208,6 +208,159 @@ TEST(Stride2Kernel, ChosenWhereItApplies) {
     EXPECT_FALSE((dt::s2_applicable<float, 2, avgpool::bfloat16>(d)));
 }
 
+// The backward kernel (s2_backward) on one plan: against backward_cf (the same divisions and
+// additions in the same order: the same bits) and the reference (backward_test's bound), over
+// the whole tensor, in three calls split by planes and in three split by one plane's rows (the
+// same bits, nothing written outside a call's rows or past the tensor), and through the API,
+// sequential and on two threads.
+template <std::size_t R>
+void s2_backward_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bool specials) {
+    const auto& d = dt::plan_access::data(plan);
+    const index_t items = d.input_shape[0] * d.input_shape[1];
+    const std::size_t xn = static_cast<std::size_t>(plan.input_size()), on = static_cast<std::size_t>(plan.output_size());
+    const std::size_t xs = xn / static_cast<std::size_t>(items);
+    avgpool_test::uniform<double> dist(-4.0, 4.0);
+    std::vector<float> go(on), go_abs(on);
+    for (std::size_t i = 0; i < on; ++i) {
+        go[i] = static_cast<float>(dist(gen));
+        // Infinities and NaN: they must reach exactly the inputs their windows tap.
+        if (specials && std::uniform_int_distribution<int>(0, 40)(gen) == 0) {
+            const float s[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN()};
+            go[i] = s[std::uniform_int_distribution<int>(0, 2)(gen)];
+        }
+        go_abs[i] = std::fabs(go[i]);
+    }
+    const dt::s2_backward<R> k(d);
+    std::vector<float> whole(xn + 16, 1e30f);
+    k.run(go.data(), whole.data(), 0, items);
+    for (std::size_t i = xn; i < xn + 16; ++i) ASSERT_EQ(whole[i], 1e30f) << "wrote past grad_in, at " << i;
+    ASSERT_TRUE((dt::backward_cf_applicable<float, R>(d)));
+    std::vector<float> cf(xn, -7.0f), ref(xn), ref_abs(xn);
+    dt::backward_cf<float, R>(d).run(go.data(), cf.data(), 0, items);
+    dt::reference_backward<float, R>(d, go.data(), ref.data(), 0, items);
+    dt::reference_backward<float, R>(d, go_abs.data(), ref_abs.data(), 0, items);
+    double terms = 1;
+    for (std::size_t ax = 0; ax < R; ++ax) terms *= static_cast<double>(std::max<index_t>(1, dt::max_cover<R>(d, ax)));
+    for (std::size_t i = 0; i < xn; ++i) {
+        ASSERT_TRUE(same_value(whole[i], cf[i])) << "input " << i << ": kernel " << whole[i] << " backward_cf " << cf[i];
+        if (std::isnan(ref[i]) || std::isinf(ref[i])) {
+            ASSERT_TRUE(same_value(whole[i], ref[i])) << "input " << i << ": " << whole[i] << " reference " << ref[i];
+            continue;
+        }
+        const double tol = 2 * (terms + 2) * 0x1p-24 * static_cast<double>(ref_abs[i]);
+        ASSERT_NEAR(static_cast<double>(whole[i]), static_cast<double>(ref[i]), tol) << "input " << i;
+    }
+    // Three calls by planes: [0, cut) and [cut2, items) into one buffer, [cut, cut2) into another.
+    const index_t cut = items > 1 ? std::uniform_int_distribution<index_t>(1, items - 1)(gen) : 0;
+    const index_t cut2 = std::uniform_int_distribution<index_t>(cut, items)(gen);
+    std::vector<float> first(xn + 16, 3.0f), second(xn + 16, 5.0f);
+    k.run(go.data(), first.data(), cut2, items);
+    k.run(go.data(), second.data(), cut, cut2);
+    k.run(go.data(), first.data(), 0, cut);
+    for (std::size_t i = 0; i < xn + 16; ++i) {
+        const bool mine = i < static_cast<std::size_t>(cut) * xs || i >= static_cast<std::size_t>(cut2) * xs;
+        if (i >= xn) {
+            ASSERT_EQ(first[i], 3.0f) << "wrote past grad_in, at " << i;
+            ASSERT_EQ(second[i], 5.0f) << "wrote past grad_in, at " << i;
+            continue;
+        }
+        ASSERT_TRUE(same_value(mine ? first[i] : second[i], whole[i])) << "input " << i << ", split at " << cut << " and " << cut2;
+        ASSERT_EQ(mine ? second[i] : first[i], mine ? 5.0f : 3.0f)
+            << "input " << i << " written by a call that does not own it (split at " << cut << " and " << cut2 << ")";
+    }
+    // Three calls by rows of one plane, last rows first, each into its own buffer.
+    const index_t rows = static_cast<index_t>(xs) / d.geometry.input[R - 1], W = d.geometry.input[R - 1];
+    const index_t plane = std::uniform_int_distribution<index_t>(0, items - 1)(gen);
+    const index_t a = std::uniform_int_distribution<index_t>(0, rows)(gen);
+    const index_t b = std::uniform_int_distribution<index_t>(a, rows)(gen);
+    const index_t bounds[][2] = {{b, rows}, {0, a}, {a, b}};
+    for (const auto& range : bounds) {
+        if (range[0] == range[1]) continue;
+        std::vector<float> part(xn + 16, 11.0f);
+        k.run_rows(go.data(), part.data(), plane, range[0], range[1]);
+        const std::size_t lo = static_cast<std::size_t>(plane) * xs + static_cast<std::size_t>(range[0] * W);
+        const std::size_t hi = static_cast<std::size_t>(plane) * xs + static_cast<std::size_t>(range[1] * W);
+        for (std::size_t i = 0; i < xn + 16; ++i) {
+            if (i >= lo && i < hi) {
+                ASSERT_TRUE(same_value(part[i], whole[i])) << "input " << i << ", rows " << range[0] << " .. " << range[1] << " of plane " << plane;
+            } else {
+                ASSERT_EQ(part[i], 11.0f) << "input " << i << " written by rows " << range[0] << " .. " << range[1] << " of plane " << plane;
+            }
+        }
+    }
+    // The public API takes this kernel: the same bits, also on two threads.
+    avgpool::thread_pool pool(2);
+    std::vector<float> api(xn, 7.0f), threaded(xn, 9.0f);
+    ASSERT_TRUE(plan.backward(go.data(), api.data()).ok());
+    ASSERT_TRUE(plan.backward(go.data(), threaded.data(), pool).ok());
+    for (std::size_t i = 0; i < xn; ++i) {
+        ASSERT_TRUE(same_value(api[i], whole[i])) << "through the API, input " << i;
+        ASSERT_TRUE(same_value(threaded[i], whole[i])) << "on two threads, input " << i;
+    }
+}
+
+template <std::size_t R>
+void s2_backward_suite(int cases, int& ran, int& streamed) {
+    std::mt19937_64 gen(0xb5e2d0 + R);
+    for (int c = 0; c < cases; ++c) {
+        avgpool::dims<R + 2> shape{};
+        const avgpool::pool_attrs<R> a = s2_attrs<R>(gen, shape);
+        auto plan = avgpool::pooling<R>::create(shape, a);
+        if (!plan) continue;
+        const auto& d = dt::plan_access::data(*plan);
+        if (!dt::s2_backward_applicable<float, R>(d)) continue;
+        ++ran;
+        streamed += d.s2_bstream.empty() ? 0 : 1;
+        SCOPED_TRACE(avgpool_test::describe<R>(shape, a, "stride-2 backward"));
+        s2_backward_check<R>(*plan, gen, c % 2 == 1);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
+TEST(Stride2Kernel, BackwardMatchesBackwardCfAndReference) {
+    int ran2 = 0, ran3 = 0, streamed2 = 0, streamed3 = 0;
+    s2_backward_suite<2>(avgpool_test::sweep(300), ran2, streamed2);
+    if (HasFatalFailure()) return;
+    s2_backward_suite<3>(avgpool_test::sweep(150), ran3, streamed3);
+    std::printf("[          ] %d and %d random plans of R = 2, 3 took the backward kernel (%d and %d streamed)\n", ran2, ran3,
+                streamed2, streamed3);
+    EXPECT_GT(ran2, avgpool_test::sweep(300) / 2);
+    EXPECT_GT(ran3, avgpool_test::sweep(150) / 2);
+    // Both ways of gathering (streamed, and through the buffer) ran.
+    EXPECT_GT(streamed2, 0);
+    EXPECT_LT(streamed2, ran2);
+}
+
+// ShuffleNet's and DenseNet's planes stream, in the loop of two-row groups: 2x2 windows
+// (each row its output row alone), 3x3 (the rows between two outputs gather both); 3x3
+// windows at stride 1 down the planes and 5x5 ones gather three rows, through the buffer.
+TEST(Stride2Kernel, BackwardWays) {
+    auto plan_of = [](index_t w, index_t k, index_t pad, index_t stride_down) {
+        avgpool::pool_attrs<2> a;
+        a.kernel = {k, k};
+        a.strides = {stride_down, 2};
+        a.pads_begin = a.pads_end = {pad, pad};
+        return avgpool::pooling<2>::create({1, 24, w, w}, a);
+    };
+    struct want {
+        index_t w, k, pad, down;
+        bool stream;
+        int fast;
+    };
+    const want cases[] = {{14, 2, 0, 2, true, 1}, {28, 2, 0, 2, true, 1}, {14, 3, 1, 2, true, 2},
+                          {28, 3, 1, 2, true, 2}, {13, 3, 0, 2, true, 2}, {14, 3, 1, 1, false, 0},
+                          {15, 5, 2, 2, false, 0}};
+    for (const want& c : cases) {
+        auto plan = plan_of(c.w, c.k, c.pad, c.down);
+        ASSERT_TRUE(plan);
+        const auto& d = dt::plan_access::data(*plan);
+        EXPECT_TRUE((dt::s2_backward_applicable<float, 2>(d))) << c.w << " k " << c.k;
+        EXPECT_EQ(!d.s2_bstream.empty(), c.stream) << c.w << " k " << c.k << " down " << c.down;
+        EXPECT_EQ(d.s2_bfast, c.fast) << c.w << " k " << c.k << " down " << c.down;
+    }
+}
+
 #if defined(__linux__)
 // The input ends at a page followed by an unmapped page, and so does the output: the kernel
 // reads nothing past the input (the vectors that pass a row are masked loads) and writes
@@ -258,6 +411,21 @@ TEST(Stride2Kernel, ReadsAndWritesNothingPastTheTensors) {
         for (std::size_t i = 0; i < on; ++i)
             ASSERT_NEAR(got.at[i], ref[i], 1e-5) << "k " << win[0] << " row " << w << ", output " << i;
         k.run(in.at, got.at, 3, 5);  // (a call's last row, and the tensor's, again)
+        // Backward: the output gradients end at the unmapped page (their last vector is a
+        // masked load there), and so does grad_in (its last row, masked stores), whole and
+        // by the last plane's rows.
+        if (!dt::s2_backward_applicable<float, 2>(d)) continue;
+        guarded go(on, page), gi(n, page);
+        ASSERT_NE(go.at, nullptr);
+        ASSERT_NE(gi.at, nullptr);
+        for (std::size_t i = 0; i < on; ++i) go.at[i] = static_cast<float>(i % 13) - 6.0f;
+        std::vector<float> bref(n);
+        dt::reference_backward<float, 2>(d, go.at, bref.data(), 0, 5);
+        const dt::s2_backward<2> b(d);
+        b.run(go.at, gi.at, 0, 5);
+        for (std::size_t i = 0; i < n; ++i)
+            ASSERT_NEAR(gi.at[i], bref[i], 1e-5) << "backward, k " << win[0] << " row " << w << ", input " << i;
+        b.run_rows(go.at, gi.at, 4, w / 2, w);
     }
 }
 #endif

@@ -668,6 +668,7 @@ private:
             }
         }
         if (detail::backward_rows_kept<R>(d_)) detail::build_backward_rows<R>(d_, d_.bw_taps, d_.bw_rows);
+        detail::s2_backward_table<R>(d_);  // (AVX2 builds, from the row tables)
         if (d_.memory_layout == layout::channels_last) {
             detail::build_backward_cols<R>(d_, d_.bw_cols, d_.bw_col_at);
             detail::build_backward_cl_facts<R>(d_);
@@ -786,6 +787,15 @@ private:
             }
         }
 #endif
+#if AVGPOOL_STRIDE2_KERNEL
+        if constexpr (std::is_same<U, float>::value) {
+            if (detail::s2_backward_applicable<U, R>(d_)) {
+                const detail::s2_backward<R> k(d_);
+                fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run(g, gi, b, e); });
+                return true;
+            }
+        }
+#endif
         if (detail::pair_applicable<U, R>(d_)) {
             const detail::pair_kernel<U, R> k(d_, detail::pool_op::average);
             fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run_backward(g, gi, b, e); });
@@ -820,6 +830,15 @@ private:
         if constexpr (std::is_same<U, float>::value) {
             if (detail::perm_backward_applicable<U, R>(d_)) {
                 const detail::perm_backward<R> k(d_);
+                fn([&k](const U* g, U* gi, index_t p, index_t r0, index_t r1) { k.run_rows(g, gi, p, r0, r1); });
+                return true;
+            }
+        }
+#endif
+#if AVGPOOL_STRIDE2_KERNEL
+        if constexpr (std::is_same<U, float>::value) {
+            if (detail::s2_backward_applicable<U, R>(d_)) {
+                const detail::s2_backward<R> k(d_);
                 fn([&k](const U* g, U* gi, index_t p, index_t r0, index_t r1) { k.run_rows(g, gi, p, r0, r1); });
                 return true;
             }

@@ -126,6 +126,9 @@ bool s2_applicable(const plan_data<R>& p) noexcept {
 
 // Read for a window's missing rows: a row of the widest chunks.
 alignas(32) inline constexpr float s2_zeros[16 * s2_max_chunks] = {};
+// The last axis's divisors under a divisor override (the quotient is then g / override).
+inline constexpr float s2_ones[16 * s2_max_chunks] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 
 template <std::size_t R>
 class s2_kernel {
@@ -277,6 +280,431 @@ private:
     alignas(32) std::int32_t tail_[16] = {};
     alignas(32) std::int32_t store_[4][8] = {};
     tap tap_[s2_max_taps] = {};
+};
+
+#endif  // AVGPOOL_STRIDE2_KERNEL
+
+/// Output rows of a plane times chunks a row that s2_backward keeps expanded (its buffer).
+constexpr index_t s2_backward_rows = 256;
+
+/// Whether the stride-2 backward suits the plan (AVX2 builds): the forward kernel's planes,
+/// whose expanded output rows fit the kernel's buffer, with the plan's backward row tables.
+template <std::size_t R>
+bool s2_backward_geometry(const plan_data<R>& p) noexcept {
+    if (!AVGPOOL_STRIDE2_KERNEL || p.bw_rows.empty() || !s2_geometry<R>(p)) return false;
+    const index_t Wo = p.geometry.output[R - 1];
+    return p.output_spatial_volume() / Wo * s2_chunks(p.geometry.input[R - 1], Wo) <= s2_backward_rows;
+}
+
+/// The plan's s2_brows: for each outer input row, its covering output rows in the order of the
+/// row tables (backward_cf's order of addition), then the index of a row of zeros (one past the
+/// plane's output rows) up to the most any row has: every row sums as many (x + 0 is x: the
+/// expanded rows are never -0), with no branch on the count.
+template <std::size_t R>
+void s2_backward_table(plan_data<R>& p) {
+    p.s2_brows.clear();
+    p.s2_bstream.clear();
+    p.s2_bgroup.clear();
+    p.s2_bfast = 0;
+    p.s2_bcount = 0;
+    if (!s2_backward_geometry<R>(p)) return;
+    index_t most = 1;
+    for (const bw_row& r : p.bw_rows) most = std::max(most, r.n);
+    const auto zero = static_cast<std::int32_t>(p.output_spatial_volume() / p.geometry.output[R - 1]);
+    p.s2_brows.reserve(p.bw_rows.size() * static_cast<std::size_t>(most));
+    for (const bw_row& r : p.bw_rows) {
+        for (index_t i = 0; i < most; ++i)
+            p.s2_brows.push_back(i < r.n ? static_cast<std::int32_t>(p.bw_taps[static_cast<std::size_t>(r.first + i)].q) : zero);
+    }
+    p.s2_bcount = most;
+    if (most > 2) return;
+    // Row r is written after output row last(r) is expanded (rows gathering none after the
+    // row before them): group q holds rows s2_bgroup[q] .. s2_bgroup[q + 1] - 1.
+    const index_t nr = zero;
+    std::vector<index_t> group(static_cast<std::size_t>(nr + 1), 0);
+    index_t top = 0;  // the group of the rows so far
+    for (const bw_row& r : p.bw_rows) {
+        if (r.n > 0) {
+            const index_t first = p.bw_taps[static_cast<std::size_t>(r.first)].q;
+            const index_t last = p.bw_taps[static_cast<std::size_t>(r.first + r.n - 1)].q;
+            if (last < top || (r.n == 2 && first != last - 1)) {
+                p.s2_bstream.clear();
+                return;
+            }
+            top = last;
+        }
+        ++group[static_cast<std::size_t>(top + 1)];
+        p.s2_bstream.push_back(static_cast<std::int32_t>(r.n));
+    }
+    for (std::size_t q = 1; q < group.size(); ++q) group[q] += group[q - 1];
+    p.s2_bgroup = std::move(group);
+    // The groups of the 2x2 and 3x3 stride-2 windows down the outer axis, around the middle
+    // output row (the edges differ).
+    auto kind = [&p](index_t q) {
+        const index_t a = p.s2_bgroup[static_cast<std::size_t>(q)], b = p.s2_bgroup[static_cast<std::size_t>(q + 1)];
+        if (b - a != 2) return 0;
+        const std::int32_t n0 = p.s2_bstream[static_cast<std::size_t>(a)], n1 = p.s2_bstream[static_cast<std::size_t>(a + 1)];
+        return n0 == 1 && n1 == 1 ? 1 : n0 == 2 && n1 == 1 ? 2 : 0;
+    };
+    const index_t mid = nr / 2;
+    p.s2_bfast = kind(mid);
+    p.s2_bfast_first = mid;
+    p.s2_bfast_end = mid + 1;
+    if (p.s2_bfast == 0) return;
+    while (p.s2_bfast_first > 0 && kind(p.s2_bfast_first - 1) == p.s2_bfast) --p.s2_bfast_first;
+    while (p.s2_bfast_end < nr && kind(p.s2_bfast_end) == p.s2_bfast) ++p.s2_bfast_end;
+}
+
+/// Whether s2_backward runs the plan's backward (float).
+template <class T, std::size_t R>
+bool s2_backward_applicable(const plan_data<R>& p) noexcept {
+    return AVGPOOL_STRIDE2_KERNEL && std::is_same<T, float>::value && !p.s2_brows.empty() && s2_backward_geometry<R>(p);
+}
+
+#if AVGPOOL_STRIDE2_KERNEL
+
+/// The transpose of s2_kernel: each output-gradient row is divided by its divisors (its shares)
+/// and expanded along the last axis in registers, chunk by chunk: input column 2 j + parity of
+/// a chunk gathers the shares of the outputs whose taps reach it, each of them the chunk's
+/// shares moved by whole lanes (with the neighbouring chunk's lanes blended in, or zeros past
+/// the row), and the two parities are interleaved into 16 columns. The expanded rows of a plane
+/// sit in a buffer; each input row is then the sum of its covering output rows (the plan's
+/// backward row tables). Divisions, additions and their order are backward_cf's (shares
+/// g / (outer factor x last-axis divisor), the taps of an input column from the farthest output
+/// back, the covering rows in the tables' order), so the results are its bits.
+template <std::size_t R>
+class s2_backward {
+public:
+    explicit s2_backward(const plan_data<R>& p) : p_(p) {
+        const pool_geometry<R>& g = p.geometry;
+        W_ = g.input[R - 1];
+        Wo_ = g.output[R - 1];
+        const index_t k = g.kernel[R - 1], pl = g.pads_begin[R - 1];
+        xs_ = p.input_spatial_volume();
+        os_ = p.output_spatial_volume();
+        nr_ = os_ / Wo_;
+        nc_ = s2_chunks(W_, Wo_);
+        pattern_ = s2_pattern(k, k, g.dilations[R - 1], pl);
+        in_rows_ = xs_ / W_;
+        mc_ = p.s2_bcount;
+        // Each output row's outer divisor factor (the product over the outer axes); 1 for a row
+        // whose window holds no input row (no input row gathers it: the value is unused).
+        if (p.divisor_override > 0) {
+            std::fill(factor_, factor_ + nr_, static_cast<float>(p.divisor_override));
+        } else {
+            const window* w0 = p.axis(0);
+            const index_t Ho = R == 3 ? g.output[1] : 1;
+            for (index_t o0 = 0; o0 < g.output[0]; ++o0) {
+                for (index_t o1 = 0; o1 < Ho; ++o1) {
+                    index_t f = w0[o0].count > 0 ? w0[o0].divisor : 0;
+                    if constexpr (R == 3) {
+                        const window& a1 = p.axis(1)[o1];
+                        f = a1.count > 0 ? f * a1.divisor : 0;  // exact: at most max_divisor
+                    }
+                    factor_[o0 * Ho + o1] = f > 0 ? static_cast<float>(f) : 1.0f;
+                }
+            }
+        }
+        fixed_ = p.divisor_override > 0;
+        // Gradients inside the row in the last chunk; input columns inside the row.
+        for (index_t l = 0; l < 8; ++l) gmask_[l] = 8 * (nc_ - 1) + l < Wo_ ? -1 : 0;
+        for (index_t l = 0; l < 16 * s2_max_chunks; ++l) smask_[l] = l < W_ ? -1 : 0;
+        // Lane l of a chunk's shares in the order deinterleave2_unordered leaves a chunk's even
+        // (odd) columns: element pos(l), bits 1 and 2 swapped (pos is its own inverse).
+        auto pos = [](index_t j) { return static_cast<std::int32_t>((j & 1) | ((j & 2) << 1) | ((j & 4) >> 1)); };
+        for (index_t l = 0; l < 8; ++l) order_[l] = pos(l);
+        // Shifts by -2 .. 2 elements (index shift + 2): column 2 j + parity of a chunk gathers
+        // output element j + shift, from the neighbouring chunk outside 0 .. 7.
+        for (index_t shift = -2; shift <= 2; ++shift) {
+            for (index_t j = 0; j < 8; ++j) {
+                shift_[shift + 2].idx[pos(j)] = pos((j + shift) & 7);
+                shift_[shift + 2].other[pos(j)] = j + shift >= 0 && j + shift < 8 ? 0 : -1;
+            }
+        }
+    }
+
+    /// Planes item_begin .. item_end - 1 (item = n * C + c).
+    void run(const float* grad_out, float* grad_in, index_t item_begin, index_t item_end) const {
+        dispatch(grad_out, grad_in, item_begin, item_end, 0, in_rows_, 0, nr_);
+    }
+
+    /// Outer input rows [r0, r1) of plane `item` (the few-plane split): the bits of run().
+    void run_rows(const float* grad_out, float* grad_in, index_t item, index_t r0, index_t r1) const {
+        // Only the output rows these input rows gather are expanded: [q0, q1).
+        const std::int32_t* const rows = p_.s2_brows.data();
+        index_t q0 = nr_, q1 = 0;
+        for (index_t r = r0; r < r1; ++r) {
+            for (index_t i = 0; i < mc_; ++i) {
+                const index_t q = rows[r * mc_ + i];
+                if (q == nr_) continue;  // the zero row
+                q0 = std::min(q0, q);
+                q1 = std::max(q1, q + 1);
+            }
+        }
+        dispatch(grad_out, grad_in, item, item + 1, r0, r1, q0, q1);
+    }
+
+private:
+    struct tap {
+        alignas(32) std::int32_t idx[8];
+        alignas(32) std::int32_t other[8];
+    };
+
+    template <class A>
+    static AVGPOOL_ALWAYS_INLINE __m256i lanes(const A& a) noexcept {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
+    }
+
+    // Rows gathering their last output row and perhaps the one before, rising, stream
+    // (stream()); others go through the buffer (buffered(): 3x3 windows at stride 1 down the
+    // planes, 5x5 at stride 2, and R = 3, whose rows gather again the outputs of the slice
+    // before them).
+    void dispatch(const float* go, float* gi, index_t i0, index_t i1, index_t r0, index_t r1, index_t q0, index_t q1) const {
+        if (!p_.s2_bstream.empty()) {
+            switch (pattern_ * 2 + (nc_ == 1 ? 0 : 1)) {
+                case 0: return stream<2, 0, 1>(go, gi, i0, i1, r0, r1);
+                case 1: return stream<2, 0, 2>(go, gi, i0, i1, r0, r1);
+                case 2: return stream<3, 1, 1>(go, gi, i0, i1, r0, r1);
+                case 3: return stream<3, 1, 2>(go, gi, i0, i1, r0, r1);
+                case 4: return stream<3, 0, 1>(go, gi, i0, i1, r0, r1);
+                case 5: return stream<3, 0, 2>(go, gi, i0, i1, r0, r1);
+                case 6: return stream<5, 2, 1>(go, gi, i0, i1, r0, r1);
+                case 7: return stream<5, 2, 2>(go, gi, i0, i1, r0, r1);
+                default: return;  // (s2_geometry admits only the cases above)
+            }
+        }
+        switch (pattern_ * 2 + (nc_ == 1 ? 0 : 1)) {
+            case 0: return buffered<2, 0, 1>(go, gi, i0, i1, r0, r1, q0, q1);
+            case 1: return buffered<2, 0, 2>(go, gi, i0, i1, r0, r1, q0, q1);
+            case 2: return buffered<3, 1, 1>(go, gi, i0, i1, r0, r1, q0, q1);
+            case 3: return buffered<3, 1, 2>(go, gi, i0, i1, r0, r1, q0, q1);
+            case 4: return buffered<3, 0, 1>(go, gi, i0, i1, r0, r1, q0, q1);
+            case 5: return buffered<3, 0, 2>(go, gi, i0, i1, r0, r1, q0, q1);
+            case 6: return buffered<5, 2, 1>(go, gi, i0, i1, r0, r1, q0, q1);
+            case 7: return buffered<5, 2, 2>(go, gi, i0, i1, r0, r1, q0, q1);
+            default: return;
+        }
+    }
+
+    // The sum of the taps of parity P (input columns 2 j + P of a chunk) for K taps with left
+    // pad PL: tap t reaches them when P + PL - t is even, from output element j + (P + PL - t) / 2;
+    // in the order of t, as backward_cf's phases add them (the farthest output first).
+    // idx / other: the shift tables of shifts -2 .. 2.
+    template <int K, int PL, int P, int NC, int C>
+    static AVGPOOL_ALWAYS_INLINE __m256 parity(const __m256* sh, const __m256i* idx, const __m256* other) noexcept {
+        __m256 acc = _mm256_setzero_ps();
+        unrolled<K>([&](auto t) AVGPOOL_INLINE_LAMBDA {
+            constexpr int rel = P + PL - static_cast<int>(t);
+            if constexpr (rel % 2 == 0) {
+                constexpr int shift = rel / 2;
+                __m256 v = sh[C];
+                if constexpr (shift != 0) {
+                    constexpr int nb = shift < 0 ? C - 1 : C + 1;
+                    v = _mm256_permutevar8x32_ps(v, idx[shift + 2]);
+                    if constexpr (nb < 0 || nb >= NC) {
+                        v = _mm256_andnot_ps(other[shift + 2], v);
+                    } else {
+                        v = _mm256_blendv_ps(v, _mm256_permutevar8x32_ps(sh[nb], idx[shift + 2]), other[shift + 2]);
+                    }
+                }
+                acc = t == (P + PL) % 2 ? v : _mm256_add_ps(acc, v);  // (the parity's first tap)
+            }
+        });
+        return acc;
+    }
+
+    // What every row's expansion uses, loaded once a call into locals (the kernel's members
+    // would be read again after every store: a float store may alias them).
+    struct regs {
+        __m256i gmask, order;
+        __m256i idx[5];  // shifts -2 .. 2 (the pattern's stay in registers, the rest unused)
+        __m256 other[5];
+        const float* bdiv;    // the last axis's divisors (ones under an override)
+        const float* factor;  // the output rows' outer factors (the override)
+        const float* go_end;  // the end of the output gradients
+        index_t W, Wo;
+        const std::int32_t* smask;
+    };
+    regs load_regs(const float* grad_out) const noexcept {
+        regs k;
+        k.gmask = lanes(gmask_);
+        k.order = lanes(order_);
+        for (int i = 0; i < 5; ++i) {
+            k.idx[i] = lanes(shift_[i].idx);
+            k.other[i] = _mm256_castsi256_ps(lanes(shift_[i].other));
+        }
+        k.bdiv = fixed_ ? s2_ones : p_.template last_backward_divisor<float>();
+        k.factor = factor_;
+        k.go_end = grad_out + p_.input_shape[0] * p_.input_shape[1] * os_;
+        k.W = W_;
+        k.Wo = Wo_;
+        k.smask = smask_;
+        return k;
+    }
+
+    // x[0, 2 NC) = output row q of plane go divided into shares and expanded: 16 NC input
+    // columns (those past the row hold values no store keeps).
+    template <int K, int PL, int NC>
+    static AVGPOOL_ALWAYS_INLINE void expand(const regs& k, const float* go, index_t q, __m256* x) noexcept {
+        const float* const g = go + q * k.Wo;
+        const __m256 f = _mm256_broadcast_ss(k.factor + q);
+        __m256 sh[NC];  // the shares, lanes in pos order
+        unrolled<NC>([&](auto c) AVGPOOL_INLINE_LAMBDA {
+            // The last chunk's lanes past the row are zeroed: read whole where the vector stays
+            // inside the tensor (a masked load waits for the stores before it: 3x3 on 14x14
+            // planes went 19.1 -> 14.4 us), else masked.
+            __m256 v;
+            if (c + 1 < NC) {
+                v = _mm256_loadu_ps(g + 8 * c);
+            } else if (g + 8 * NC <= k.go_end) {
+                v = _mm256_and_ps(_mm256_loadu_ps(g + 8 * c), _mm256_castsi256_ps(k.gmask));
+            } else {
+                v = _mm256_maskload_ps(g + 8 * c, k.gmask);
+            }
+            // g / (outer factor x last-axis divisor), the product exact; + 0: -0 shares are +0
+            // (backward_cf's plus_zero).
+            const __m256 d = _mm256_mul_ps(f, _mm256_loadu_ps(k.bdiv + 8 * c));
+            sh[c] = _mm256_permutevar8x32_ps(_mm256_add_ps(_mm256_div_ps(v, d), _mm256_setzero_ps()), k.order);
+        });
+        unrolled<NC>([&](auto c) AVGPOOL_INLINE_LAMBDA {
+            const __m256 e = parity<K, PL, 0, NC, c>(sh, k.idx, k.other), o = parity<K, PL, 1, NC, c>(sh, k.idx, k.other);
+            x[2 * c] = _mm256_unpacklo_ps(e, o);
+            x[2 * c + 1] = _mm256_unpackhi_ps(e, o);
+        });
+    }
+
+    // Input row dst from its sums: whole vectors (the lanes past the row land on the next
+    // row, written after this one), or, for the call's last row, masked stores. (Vectors
+    // that start past the row are left out; a row's first 2 NC - 1 start inside it: rows of
+    // two chunks are 17 wide or more, of one 9 or more.)
+    template <int NC>
+    static AVGPOOL_ALWAYS_INLINE void store_row(const regs& k, float* dst, const __m256* acc, bool whole) noexcept {
+        if (whole) {
+            unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA {
+                if (v + 1 < 2 * NC || 8 * v < k.W) _mm256_storeu_ps(dst + 8 * v, acc[v]);
+            });
+        } else {
+            unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA {
+                if (v + 1 < 2 * NC || 8 * v < k.W) _mm256_maskstore_ps(dst + 8 * v, lanes(k.smask + 8 * v), acc[v]);
+            });
+        }
+    }
+
+    // Rows that gather their last output row and perhaps the one before (s2_bstream), the
+    // last ones rising: output rows are expanded in order, once each, in registers, the
+    // previous one kept (a row of 3x3 stride-2 windows gathers the outputs either side of
+    // it), and after each the input rows of its group are written, each the masked sum
+    // prev + cur (the tables' order). A branch per row on whether to expand cost 1.5x on
+    // 14x14 planes, and a few instructions more per row show: the groups of two rows alike
+    // (s2_bfast) run in a loop of their own.
+    template <int K, int PL, int NC>
+    void stream(const float* grad_out, float* grad_in, index_t i0, index_t i1, index_t r0, index_t r1) const {
+        const std::int32_t* const count = p_.s2_bstream.data();
+        const index_t* const group = p_.s2_bgroup.data();
+        const regs k = load_regs(grad_out);
+        const index_t W = k.W;
+        // The groups of rows r0 .. r1 - 1.
+        index_t qa = 0, qb = nr_;
+        while (group[qa + 1] <= r0) ++qa;
+        while (qb > qa + 1 && group[qb - 1] >= r1) --qb;
+        // The groups of two rows alike wholly inside [r0, r1 - 1) (the call's last row may be
+        // masked): [fa, fb), or none.
+        const int fast = p_.s2_bfast;
+        index_t fa = std::max(qa, p_.s2_bfast_first), fb = std::min(qb, p_.s2_bfast_end);
+        while (fa < fb && group[fa] < r0) ++fa;
+        while (fb > fa && group[fb] > r1 - 1) --fb;
+        if (fast == 0) fa = fb = qb;
+        alignas(32) static constexpr std::int32_t masks[3][2][8] = {
+            {{0}, {0}}, {{0}, {-1, -1, -1, -1, -1, -1, -1, -1}}, {{-1, -1, -1, -1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1, -1, -1, -1}}};
+        for (index_t item = i0; item < i1; ++item) {
+            const float* const go = grad_out + item * os_;
+            float* const gi = grad_in + item * xs_;
+            const index_t whole_end = item + 1 == i1 ? r1 - 1 : r1;
+            __m256 cur[2 * NC], prev[2 * NC];
+            unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA { cur[v] = _mm256_setzero_ps(); });
+            if (qa > 0) expand<K, PL, NC>(k, go, qa - 1, cur);
+            // Groups q0 .. q1 - 1 row by row.
+            auto rows = [&](index_t q0, index_t q1) AVGPOOL_INLINE_LAMBDA {
+                for (index_t q = q0; q < q1; ++q) {
+                    unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA { prev[v] = cur[v]; });
+                    expand<K, PL, NC>(k, go, q, cur);
+                    const index_t end = std::min(r1, group[q + 1]);
+                    for (index_t r = std::max(r0, group[q]); r < end; ++r) {
+                        const __m256 m_prev = _mm256_castsi256_ps(lanes(masks[count[r]][0]));
+                        const __m256 m_cur = _mm256_castsi256_ps(lanes(masks[count[r]][1]));
+                        __m256 acc[2 * NC];
+                        unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA {
+                            acc[v] = _mm256_add_ps(_mm256_and_ps(prev[v], m_prev), _mm256_and_ps(cur[v], m_cur));
+                        });
+                        store_row<NC>(k, gi + r * W, acc, r < whole_end);
+                    }
+                }
+            };
+            rows(qa, fa);
+            float* dst = gi + group[fa] * W;
+            if (fast == 1) {  // both rows cur
+                for (index_t q = fa; q < fb; ++q, dst += 2 * W) {
+                    expand<K, PL, NC>(k, go, q, cur);
+                    store_row<NC>(k, dst, cur, true);
+                    store_row<NC>(k, dst + W, cur, true);
+                }
+            } else {  // prev + cur, then cur
+                for (index_t q = fa; q < fb; ++q, dst += 2 * W) {
+                    unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA { prev[v] = cur[v]; });
+                    expand<K, PL, NC>(k, go, q, cur);
+                    __m256 acc[2 * NC];
+                    unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA { acc[v] = _mm256_add_ps(prev[v], cur[v]); });
+                    store_row<NC>(k, dst, acc, true);
+                    store_row<NC>(k, dst + W, cur, true);
+                }
+            }
+            rows(fb, qb);
+        }
+    }
+
+    // Rows that gather more: every output row the rows need ([q0, q1)) is expanded into a
+    // buffer, then each input row sums its own from there.
+    template <int K, int PL, int NC>
+    void buffered(const float* grad_out, float* grad_in, index_t i0, index_t i1, index_t r0, index_t r1, index_t q0, index_t q1) const {
+        constexpr index_t CW = 16 * NC;  // expanded columns a row
+        // The plane's expanded output rows, then the row of zeros (index nr_).
+        alignas(32) float ex[(s2_backward_rows + s2_max_chunks) * 16];
+        for (index_t l = 0; l < CW; l += 8) _mm256_store_ps(ex + nr_ * CW + l, _mm256_setzero_ps());
+        const std::int32_t* const table = p_.s2_brows.data();
+        const index_t mc = mc_;
+        const regs k = load_regs(grad_out);
+        for (index_t item = i0; item < i1; ++item) {
+            const float* const go = grad_out + item * os_;
+            float* const gi = grad_in + item * xs_;
+            for (index_t q = q0; q < q1; ++q) {
+                __m256 x[2 * NC];
+                expand<K, PL, NC>(k, go, q, x);
+                unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA { _mm256_store_ps(ex + q * CW + 8 * v, x[v]); });
+            }
+            const index_t whole_end = item + 1 == i1 ? r1 - 1 : r1;
+            for (index_t r = r0; r < r1; ++r) {
+                const std::int32_t* const t = table + r * mc;
+                __m256 acc[2 * NC];
+                const float* x = ex + t[0] * CW;
+                unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA { acc[v] = _mm256_load_ps(x + 8 * v); });
+                for (index_t i = 1; i < mc; ++i) {
+                    x = ex + t[i] * CW;
+                    unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA { acc[v] = _mm256_add_ps(acc[v], _mm256_load_ps(x + 8 * v)); });
+                }
+                store_row<NC>(k, gi + r * k.W, acc, r < whole_end);
+            }
+        }
+    }
+
+    const plan_data<R>& p_;
+    index_t W_ = 1, Wo_ = 1, xs_ = 0, os_ = 0, nr_ = 1, nc_ = 1, in_rows_ = 1, mc_ = 1;
+    int pattern_ = -1;
+    bool fixed_ = false;
+    alignas(32) std::int32_t gmask_[8] = {};
+    alignas(32) std::int32_t smask_[16 * s2_max_chunks] = {};
+    alignas(32) std::int32_t order_[8] = {};
+    tap shift_[5] = {};
+    float factor_[s2_backward_rows] = {};
 };
 
 #endif  // AVGPOOL_STRIDE2_KERNEL

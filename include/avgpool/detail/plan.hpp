@@ -112,6 +112,19 @@ struct plan_data {
     // The permute kernel's input rows per outer output row (kernel_perm.hpp); empty when that
     // kernel does not apply.
     std::vector<index_t> perm_rows;
+    // The stride-2 backward's covering output rows per outer input row, s2_bcount of them each
+    // (s2_backward_table in kernel_stride2.hpp); empty when that kernel does not apply.
+    std::vector<std::int32_t> s2_brows;
+    index_t s2_bcount = 0;
+    // Where every row gathers its last output row and perhaps the one before, and the rows'
+    // last ones rise: per outer input row, how many it gathers, and per output row q the
+    // first input row written after it is expanded (s2_bgroup[q], nr + 1 of them); else empty.
+    std::vector<std::int32_t> s2_bstream;
+    std::vector<index_t> s2_bgroup;
+    // Output rows [s2_bfast_first, s2_bfast_end) whose groups are two rows gathering
+    // (s2_bfast 1) the output row alone, both, or (2) the one before and it, then it alone.
+    int s2_bfast = 0;
+    index_t s2_bfast_first = 0, s2_bfast_end = 0;
     // R = 2, planes of at most 64 inputs (perm_plane_geometry): the whole-plane forward's and
     // backward's tables; null where they do not apply.
     std::shared_ptr<const perm_plane_tables> perm_plane_f;
