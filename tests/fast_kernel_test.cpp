@@ -1296,6 +1296,15 @@ void same_bits_as_tile(const avgpool::pooling<2>& plan, bool forward) {
             }
         }
 #endif
+#if AVGPOOL_STRIDE2_KERNEL
+        if constexpr (std::is_same<T, float>::value) {
+            if (avgpool::detail::s2_backward_applicable<T, 2>(d)) {  // rows 9 to 32 at stride 2 (backward_cf's bits)
+                avgpool::detail::s2_backward<2>(d).run(in.data(), direct.data(), 0, items);
+                EXPECT_EQ(0, std::memcmp(api.data(), direct.data(), n * sizeof(T))) << "backward (stride-2 kernel)";
+                return;
+            }
+        }
+#endif
         k.run_backward(in.data(), direct.data(), 0, items);
     }
     EXPECT_EQ(0, std::memcmp(api.data(), direct.data(), n * sizeof(T))) << (forward ? "forward" : "backward");
