@@ -28,8 +28,13 @@
 #endif
 
 // Small helpers of the kernels' inner loops: GCC does not always inline them on its own.
+// Forced only in optimized builds: at -O0 (the sanitizer builds) forced inlining bought no
+// speed and cost compile time (the backward tests under ASan + UBSan: 298 -> 219 s to compile,
+// 68.5 s to run either way).
 #ifndef AVGPOOL_ALWAYS_INLINE
-#if defined(__GNUC__) || defined(__clang__)
+#if (defined(__GNUC__) || defined(__clang__)) && !defined(__OPTIMIZE__)
+#define AVGPOOL_ALWAYS_INLINE inline
+#elif defined(__GNUC__) || defined(__clang__)
 #define AVGPOOL_ALWAYS_INLINE inline __attribute__((always_inline))
 #elif defined(_MSC_VER)
 #define AVGPOOL_ALWAYS_INLINE __forceinline
@@ -50,7 +55,7 @@
 #endif
 // The same for a lambda (after its parameter list).
 #ifndef AVGPOOL_INLINE_LAMBDA
-#if defined(__GNUC__) || defined(__clang__)
+#if (defined(__GNUC__) || defined(__clang__)) && defined(__OPTIMIZE__)
 #define AVGPOOL_INLINE_LAMBDA __attribute__((always_inline))
 #else
 #define AVGPOOL_INLINE_LAMBDA
