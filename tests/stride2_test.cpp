@@ -64,6 +64,22 @@ bool same_value(T a, T b) {
     return std::memcmp(&a, &b, sizeof(T)) == 0 || (std::isnan(a) && std::isnan(b));
 }
 
+// n values in [-4, 4), and with `specials` a few infinities and NaN; abs: their magnitudes.
+void random_values(std::mt19937_64& gen, std::size_t n, bool specials, std::vector<float>& v, std::vector<float>& abs) {
+    avgpool_test::uniform<double> dist(-4.0, 4.0);
+    v.resize(n);
+    abs.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+        v[i] = static_cast<float>(dist(gen));
+        if (specials && std::uniform_int_distribution<int>(0, 40)(gen) == 0) {
+            const float s[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN()};
+            v[i] = s[std::uniform_int_distribution<int>(0, 2)(gen)];
+        }
+        abs[i] = std::fabs(v[i]);
+    }
+}
+
 // One plan: the kernel's average and sum against the reference (within the accuracy bound; NaN
 // and infinity where the reference has them), over the whole tensor and in two calls split at a
 // random plane (the same bits, nothing written outside a call's planes), and forward() / sum()
@@ -74,20 +90,11 @@ void s2_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bool specia
     const index_t items = d.input_shape[0] * d.input_shape[1];
     const std::size_t xn = static_cast<std::size_t>(plan.input_size()), on = static_cast<std::size_t>(plan.output_size());
     const std::size_t os = on / static_cast<std::size_t>(items);
-    avgpool_test::uniform<double> dist(-4.0, 4.0);
-    std::vector<float> in(xn), absin(xn);
-    for (std::size_t i = 0; i < xn; ++i) {
-        in[i] = static_cast<float>(dist(gen));
-        // Infinities and NaN in a few places: they must reach exactly the outputs whose
-        // windows hold them (not through the lanes the kernel moves in from a neighbouring
-        // chunk or from outside the row, which it zeroes).
-        if (specials && std::uniform_int_distribution<int>(0, 40)(gen) == 0) {
-            const float s[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                               std::numeric_limits<float>::quiet_NaN()};
-            in[i] = s[std::uniform_int_distribution<int>(0, 2)(gen)];
-        }
-        absin[i] = std::fabs(in[i]);
-    }
+    // Infinities and NaN in a few places: they must reach exactly the outputs whose windows
+    // hold them (not through the lanes the kernel moves in from a neighbouring chunk or from
+    // outside the row, which it zeroes).
+    std::vector<float> in, absin;
+    random_values(gen, xn, specials, in, absin);
     double ksum = 0;
     for (std::size_t ax = 0; ax < R; ++ax) ksum += static_cast<double>(d.geometry.kernel[ax]);
     // Three calls: planes [0, cut) and [cut2, items) into one buffer, [cut, cut2) into another.
@@ -219,18 +226,9 @@ void s2_backward_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bo
     const index_t items = d.input_shape[0] * d.input_shape[1];
     const std::size_t xn = static_cast<std::size_t>(plan.input_size()), on = static_cast<std::size_t>(plan.output_size());
     const std::size_t xs = xn / static_cast<std::size_t>(items);
-    avgpool_test::uniform<double> dist(-4.0, 4.0);
-    std::vector<float> go(on), go_abs(on);
-    for (std::size_t i = 0; i < on; ++i) {
-        go[i] = static_cast<float>(dist(gen));
-        // Infinities and NaN: they must reach exactly the inputs their windows tap.
-        if (specials && std::uniform_int_distribution<int>(0, 40)(gen) == 0) {
-            const float s[] = {std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
-                               std::numeric_limits<float>::quiet_NaN()};
-            go[i] = s[std::uniform_int_distribution<int>(0, 2)(gen)];
-        }
-        go_abs[i] = std::fabs(go[i]);
-    }
+    // Infinities and NaN: they must reach exactly the inputs their windows tap.
+    std::vector<float> go, go_abs;
+    random_values(gen, on, specials, go, go_abs);
     const dt::s2_backward<R> k(d);
     std::vector<float> whole(xn + 16, 1e30f);
     k.run(go.data(), whole.data(), 0, items);

@@ -132,6 +132,27 @@ alignas(32) inline constexpr float s2_zeros[16 * s2_max_chunks] = {};
 inline constexpr float s2_ones[16 * s2_max_chunks] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
                                                      1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 
+// deinterleave2_unordered (and so the shufps of a chunk's even and odd columns, and the
+// unpacklo / unpackhi that interleave them back) leaves element j of a chunk's even (odd)
+// columns at lane s2_pos(j): bits 1 and 2 of j swapped (a0 a2 b0 b2 | a4 a6 b4 b6); it is
+// its own inverse.
+constexpr std::int32_t s2_pos(index_t j) noexcept {
+    return static_cast<std::int32_t>((j & 1) | ((j & 2) << 1) | ((j & 4) >> 1));
+}
+
+// A permute within a chunk: lane indices, and the lanes taken from the neighbouring chunk
+// (or zeroed past the row's ends).
+struct s2_tap {
+    alignas(32) std::int32_t idx[8];
+    alignas(32) std::int32_t other[8];
+};
+
+// 8 int32 lanes from a table.
+template <class A>
+AVGPOOL_ALWAYS_INLINE __m256i s2_lanes(const A& a) noexcept {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
+}
+
 template <std::size_t R>
 class s2_kernel {
 public:
@@ -149,17 +170,14 @@ public:
         for (index_t l = 0; l < 16; ++l) tail_[l] = 16 * (nc_ - 1) + l < W ? -1 : 0;
         for (index_t c = 0; c < nc_; ++c)
             for (index_t l = 0; l < 8; ++l) store_[c][l] = 8 * c + l < Wo_ ? -1 : 0;
-        // deinterleave2_unordered puts element j of a chunk's even (odd) columns at lane pos(j):
-        // bits 1 and 2 of j swapped (a0 a2 b0 b2 | a4 a6 b4 b6).
-        auto pos = [](index_t j) { return static_cast<std::int32_t>((j & 1) | ((j & 2) << 1) | ((j & 4) >> 1)); };
         for (index_t t = 0; t < k; ++t) {
             const index_t c0 = t - pl;                          // the column output 0 reads
             const index_t shift = (c0 - (c0 % 2 + 2) % 2) / 2;  // output o reads element o + shift
             for (index_t o = 0; o < 8; ++o) {
                 // Outside 0 .. 7: that element of the neighbouring chunk (zeros past the ends).
                 const index_t j = o + shift;
-                tap_[t].idx[pos(o)] = pos(j & 7);
-                tap_[t].other[pos(o)] = j >= 0 && j < 8 ? 0 : -1;
+                tap_[t].idx[s2_pos(o)] = s2_pos(j & 7);
+                tap_[t].other[s2_pos(o)] = j >= 0 && j < 8 ? 0 : -1;
             }
         }
     }
@@ -185,17 +203,6 @@ public:
     }
 
 private:
-    // A tap's permute: lane indices into a chunk, and the lanes that come from the chunk before
-    // (a tap left of the output) or after (right of it).
-    struct tap {
-        alignas(32) std::int32_t idx[8];
-        alignas(32) std::int32_t other[8];
-    };
-
-    template <class A>
-    static AVGPOOL_ALWAYS_INLINE __m256i lanes(const A& a) noexcept {
-        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
-    }
 
     // KV input rows per output row, K taps with left pad PL (dilation 1), NC chunks of 16
     // columns (8 outputs) a row; MASK_LO: whether the last chunk's first 8 columns pass the row
@@ -205,12 +212,12 @@ private:
         constexpr int NV = 2 * NC;  // vectors of a row
         const index_t* const table = p_.perm_rows.data();
         const float* const rdiv = p_.template plane_reciprocals<float>();
-        const __m256i tail_lo = lanes(tail_), tail_hi = lanes(tail_ + 8);
+        const __m256i tail_lo = s2_lanes(tail_), tail_hi = s2_lanes(tail_ + 8);
         __m256i idx[K];
         __m256 other[K];
         for (int t = 0; t < K; ++t) {
-            idx[t] = lanes(tap_[t].idx);
-            other[t] = _mm256_castsi256_ps(lanes(tap_[t].other));
+            idx[t] = s2_lanes(tap_[t].idx);
+            other[t] = _mm256_castsi256_ps(s2_lanes(tap_[t].other));
         }
         for (index_t item = item_begin; item < item_end; ++item) {
             const float* const plane = in + item * xs_;
@@ -229,7 +236,7 @@ private:
                         sum[v] = i == 0 ? a : _mm256_add_ps(sum[v], a);
                     });
                 });
-                // Per chunk, its even and odd columns (element j at lane pos(j)).
+                // Per chunk, its even and odd columns (element j at lane s2_pos(j)).
                 __m256 even[NC], odd[NC];
                 unrolled<NC>([&](auto c) AVGPOOL_INLINE_LAMBDA {
                     even[c] = _mm256_shuffle_ps(sum[2 * c], sum[2 * c + 1], _MM_SHUFFLE(2, 0, 2, 0));
@@ -267,7 +274,7 @@ private:
                     if (!last_row) {
                         _mm256_storeu_ps(dst + at, v.v);
                     } else {
-                        _mm256_maskstore_ps(dst + at, lanes(store_[c]), v.v);
+                        _mm256_maskstore_ps(dst + at, s2_lanes(store_[c]), v.v);
                     }
                 });
             }
@@ -281,7 +288,7 @@ private:
     int pattern_ = -1;
     alignas(32) std::int32_t tail_[16] = {};
     alignas(32) std::int32_t store_[4][8] = {};
-    tap tap_[s2_max_taps] = {};
+    s2_tap tap_[s2_max_taps] = {};  // per tap: its permute, lanes from the chunk before or after
 };
 
 #endif  // AVGPOOL_STRIDE2_KERNEL
@@ -369,9 +376,10 @@ bool s2_backward_applicable(const plan_data<R>& p) noexcept {
 /// and expanded along the last axis in registers, chunk by chunk: input column 2 j + parity of
 /// a chunk gathers the shares of the outputs whose taps reach it, each of them the chunk's
 /// shares moved by whole lanes (with the neighbouring chunk's lanes blended in, or zeros past
-/// the row), and the two parities are interleaved into 16 columns. The expanded rows of a plane
-/// sit in a buffer; each input row is then the sum of its covering output rows (the plan's
-/// backward row tables). Divisions, additions and their order are backward_cf's (shares
+/// the row), and the two parities are interleaved into 16 columns. Each input row is then the
+/// sum of its covering output rows' expansions: kept in registers where a row gathers its
+/// last output row and perhaps the one before (stream()), else from a buffer of the plane's
+/// expanded rows (buffered()). Divisions, additions and their order are backward_cf's (shares
 /// g / (outer factor x last-axis divisor), the taps of an input column from the farthest output
 /// back, the covering rows in the tables' order), so the results are its bits.
 template <std::size_t R>
@@ -411,16 +419,15 @@ public:
         // Gradients inside the row in the last chunk; input columns inside the row.
         for (index_t l = 0; l < 8; ++l) gmask_[l] = 8 * (nc_ - 1) + l < Wo_ ? -1 : 0;
         for (index_t l = 0; l < 16 * s2_max_chunks; ++l) smask_[l] = l < W_ ? -1 : 0;
-        // Lane l of a chunk's shares in the order deinterleave2_unordered leaves a chunk's even
-        // (odd) columns: element pos(l), bits 1 and 2 swapped (pos is its own inverse).
-        auto pos = [](index_t j) { return static_cast<std::int32_t>((j & 1) | ((j & 2) << 1) | ((j & 4) >> 1)); };
-        for (index_t l = 0; l < 8; ++l) order_[l] = pos(l);
+        // Lane l of a chunk's shares holds element s2_pos(l): the order unpacklo / unpackhi of
+        // the two parities put back in order.
+        for (index_t l = 0; l < 8; ++l) order_[l] = s2_pos(l);
         // Shifts by -2 .. 2 elements (index shift + 2): column 2 j + parity of a chunk gathers
         // output element j + shift, from the neighbouring chunk outside 0 .. 7.
         for (index_t shift = -2; shift <= 2; ++shift) {
             for (index_t j = 0; j < 8; ++j) {
-                shift_[shift + 2].idx[pos(j)] = pos((j + shift) & 7);
-                shift_[shift + 2].other[pos(j)] = j + shift >= 0 && j + shift < 8 ? 0 : -1;
+                shift_[shift + 2].idx[s2_pos(j)] = s2_pos((j + shift) & 7);
+                shift_[shift + 2].other[s2_pos(j)] = j + shift >= 0 && j + shift < 8 ? 0 : -1;
             }
         }
     }
@@ -447,15 +454,6 @@ public:
     }
 
 private:
-    struct tap {
-        alignas(32) std::int32_t idx[8];
-        alignas(32) std::int32_t other[8];
-    };
-
-    template <class A>
-    static AVGPOOL_ALWAYS_INLINE __m256i lanes(const A& a) noexcept {
-        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
-    }
 
     // Rows gathering their last output row and perhaps the one before, rising, stream
     // (stream()); others go through the buffer (buffered(): 3x3 windows at stride 1 down the
@@ -529,11 +527,11 @@ private:
     };
     regs load_regs(const float* grad_out) const noexcept {
         regs k;
-        k.gmask = lanes(gmask_);
-        k.order = lanes(order_);
+        k.gmask = s2_lanes(gmask_);
+        k.order = s2_lanes(order_);
         for (int i = 0; i < 5; ++i) {
-            k.idx[i] = lanes(shift_[i].idx);
-            k.other[i] = _mm256_castsi256_ps(lanes(shift_[i].other));
+            k.idx[i] = s2_lanes(shift_[i].idx);
+            k.other[i] = _mm256_castsi256_ps(s2_lanes(shift_[i].other));
         }
         k.bdiv = fixed_ ? s2_ones : p_.template last_backward_divisor<float>();
         k.factor = factor_;
@@ -587,7 +585,7 @@ private:
             });
         } else {
             unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA {
-                if (v + 1 < 2 * NC || 8 * v < k.W) _mm256_maskstore_ps(dst + 8 * v, lanes(k.smask + 8 * v), acc[v]);
+                if (v + 1 < 2 * NC || 8 * v < k.W) _mm256_maskstore_ps(dst + 8 * v, s2_lanes(k.smask + 8 * v), acc[v]);
             });
         }
     }
@@ -632,8 +630,8 @@ private:
                     expand<K, PL, NC>(k, go, q, cur);
                     const index_t end = std::min(r1, group[q + 1]);
                     for (index_t r = std::max(r0, group[q]); r < end; ++r) {
-                        const __m256 m_prev = _mm256_castsi256_ps(lanes(masks[count[r]][0]));
-                        const __m256 m_cur = _mm256_castsi256_ps(lanes(masks[count[r]][1]));
+                        const __m256 m_prev = _mm256_castsi256_ps(s2_lanes(masks[count[r]][0]));
+                        const __m256 m_cur = _mm256_castsi256_ps(s2_lanes(masks[count[r]][1]));
                         __m256 acc[2 * NC];
                         unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA {
                             acc[v] = _mm256_add_ps(_mm256_and_ps(prev[v], m_prev), _mm256_and_ps(cur[v], m_cur));
@@ -705,7 +703,7 @@ private:
     alignas(32) std::int32_t gmask_[8] = {};
     alignas(32) std::int32_t smask_[16 * s2_max_chunks] = {};
     alignas(32) std::int32_t order_[8] = {};
-    tap shift_[5] = {};
+    s2_tap shift_[5] = {};
     float factor_[s2_backward_rows] = {};
 };
 
