@@ -668,7 +668,8 @@ private:
             }
         }
         if (detail::backward_rows_kept<R>(d_)) detail::build_backward_rows<R>(d_, d_.bw_taps, d_.bw_rows);
-        detail::s2_backward_table<R>(d_);  // (AVX2 builds, from the row tables)
+        // (AVX2 builds, from the row tables; where backward_cf divides each output row first.)
+        detail::s2_backward_table<R>(d_, detail::backward_cf_ring_fits<float, R>(d_));
         if (d_.memory_layout == layout::channels_last) {
             detail::build_backward_cols<R>(d_, d_.bw_cols, d_.bw_col_at);
             detail::build_backward_cl_facts<R>(d_);

@@ -339,6 +339,22 @@ bool backward_rows_kept(const plan_data<R>& p) noexcept {
 template <class T, std::size_t R, class M = T>
 class backward_cf_global;  // (below: global plans of backward_cf run it)
 
+/// Whether backward_cf<T, R> has room for its ring of expanded output rows (else it runs per
+/// row: there it sums the covering rows' gradients before dividing, where the other orders
+/// divide each row first; s2_backward, which promises backward_cf's bits, takes only plans
+/// where the ring fits).
+template <class T, std::size_t R>
+bool backward_cf_ring_fits(const plan_data<R>& p) noexcept {
+    if constexpr (R < 2) {
+        (void)p;
+        return true;
+    } else {
+        const index_t L = static_cast<index_t>(vec<T>::width), W = p.geometry.input[R - 1];
+        const index_t slot = (R == 2 ? W : p.geometry.output[1] * W) + 2 * L;  // + 2L: the last row's spill
+        return max_cover<R>(p, 0) * slot <= bw_ring;
+    }
+}
+
 /// The orders backward_cf can run in (best: flat where it fits, else slots, else ring, else
 /// per row).
 enum class backward_order { best, slots, ring, per_row };
@@ -393,7 +409,7 @@ public:
             cap_ = max_cover<R>(p, 0);  // outputs covering one input: the ring's slots
             // + 2L: room for the last row's whole-vector spill (horizontal's dst_end).
             slot_ = (R == 2 ? W_ : g.output[1] * W_) + 2 * L;
-            ring_ = order != backward_order::per_row && cap_ * slot_ <= bw_ring;
+            ring_ = order != backward_order::per_row && backward_cf_ring_fits<T, R>(p);
             // Flat: every outer output row's shares at a pitch that leaves the zeros the
             // expansion reads between rows, expanded in one pass (no per-row costs).
             index_t rows = 1;

@@ -309,14 +309,16 @@ bool s2_backward_geometry(const plan_data<R>& p) noexcept {
 /// row tables (backward_cf's order of addition), then the index of a row of zeros (one past the
 /// plane's output rows) up to the most any row has: every row sums as many (x + 0 is x: the
 /// expanded rows are never -0), with no branch on the count.
+/// (`divides_first`: backward_cf runs the plan in an order that divides each output row
+/// before adding rows, whose bits the kernel gives; else the kernel is not used.)
 template <std::size_t R>
-void s2_backward_table(plan_data<R>& p) {
+void s2_backward_table(plan_data<R>& p, bool divides_first) {
     p.s2_brows.clear();
     p.s2_bstream.clear();
     p.s2_bgroup.clear();
     p.s2_bfast = 0;
     p.s2_bcount = 0;
-    if (!s2_backward_geometry<R>(p)) return;
+    if (!divides_first || !s2_backward_geometry<R>(p)) return;
     index_t most = 1;
     for (const bw_row& r : p.bw_rows) most = std::max(most, r.n);
     const auto zero = static_cast<std::int32_t>(p.output_spatial_volume() / p.geometry.output[R - 1]);
@@ -439,6 +441,7 @@ public:
 
     /// Outer input rows [r0, r1) of plane `item` (the few-plane split): the bits of run().
     void run_rows(const float* grad_out, float* grad_in, index_t item, index_t r0, index_t r1) const {
+        if (r0 >= r1) return;
         // Only the output rows these input rows gather are expanded: [q0, q1).
         const std::int32_t* const rows = p_.s2_brows.data();
         index_t q0 = nr_, q1 = 0;
