@@ -583,6 +583,71 @@ TEST(SameKernel, PlanesAlikeWhereverTheyLie) {
 TEST(SameKernel, StripBlocksFloat) { strip_blocks_suite<float>(); }
 TEST(SameKernel, StripBlocksDouble) { strip_blocks_suite<double>(); }
 
+// The same-grid kernel's backward is the forward sum, over the flipped windows, of the
+// gradients each times its 1 / divisor (+ 0): bit for bit, in one call, in calls of a few
+// planes and split by rows. 3x3 pad 1 planes at least a vector wide, which the strip path
+// takes scaling each gradient as it loads it (where the inner rows share their reciprocals:
+// H >= 3) or, on H < 3, the staged scaled plane. Gradients of mixed magnitudes with Inf, NaN
+// and -0 among them; the tensor exactly sized, so the first and last planes' edge rows go lane
+// by lane.
+template <class T>
+void same_backward_is_scaled_sum() {
+    std::mt19937_64 gen(8117);
+    avgpool_test::uniform<double> dist(-1.0, 1.0);
+    std::uniform_int_distribution<int> scale(-20, 20), special(0, 40);
+    const avgpool::dims<4> shapes[] = {{1, 37, 8, 8},  {2, 5, 17, 17}, {1, 3, 35, 35}, {1, 4, 8, 9},  {1, 6, 3, 16},
+                                       {1, 5, 2, 23},  {1, 3, 1, 12},  {1, 2, 56, 56}, {1, 3, 9, 70}, {1, 2, 5, 72},
+                                       {3, 1, 4, 100}, {1, 9, 3, 8}};
+    for (const auto& shape : shapes) {
+        for (int mode = 0; mode < 3; ++mode) {
+            avgpool::pool_attrs<2> a = same3x3();
+            if (mode == 1) a.divisor = avgpool::divisor_type::include_pad;
+            if (mode == 2) a.divisor_override = 7;
+            SCOPED_TRACE(describe<2>(shape, a, "backward = scaled sum"));
+            auto plan = avgpool::pooling<2>::create(shape, a);
+            ASSERT_TRUE(plan);
+            const auto& d = avgpool::detail::plan_access::data(*plan);
+            ASSERT_TRUE((avgpool::detail::same_applicable<T, 2>(d)));
+            const index_t n = shape[2] * shape[3], items = shape[0] * shape[1];
+            const std::size_t total = static_cast<std::size_t>(n * items);
+            std::vector<T> g(total), scaled(total);
+            const T* rg = d.template plane_reciprocals<T>();
+            for (std::size_t i = 0; i < total; ++i) {
+                const int s = special(gen);
+                g[i] = s == 0   ? std::numeric_limits<T>::infinity()
+                       : s == 1 ? -std::numeric_limits<T>::infinity()
+                       : s == 2 ? std::numeric_limits<T>::quiet_NaN()
+                       : s <= 6 ? T(-0.0)  // windows of -0 give +0
+                                : static_cast<T>(std::ldexp(dist(gen), scale(gen)));
+                scaled[i] = g[i] * rg[i % static_cast<std::size_t>(n)] + T(0);
+            }
+            std::vector<T> expect(total), whole(total, T(5)), parts(total, T(5)), rows(total, T(5));
+            avgpool::detail::same_kernel<T, 2>(d, avgpool::detail::pool_op::sum).run(scaled.data(), expect.data(), 0, items);
+            const avgpool::detail::same_kernel<T, 2> k(d, avgpool::detail::pool_op::sum, true);
+            k.run_backward(g.data(), whole.data(), 0, items);
+            for (index_t b = 0; b < items; b += 2) k.run_backward(g.data(), parts.data(), b, std::min(items, b + 2));
+            if (k.splits_backward_rows()) {
+                for (index_t p = 0; p < items; ++p)
+                    for (index_t r = 0; r < shape[2]; r += 3)
+                        k.run_backward_rows(g.data(), rows.data(), p, r, std::min(shape[2], r + 3));
+            } else {
+                rows = whole;
+            }
+            auto same_bits = [](T x, T y) { return (std::isnan(x) && std::isnan(y)) || std::memcmp(&x, &y, sizeof(T)) == 0; };
+            for (std::size_t i = 0; i < total; ++i) {
+                ASSERT_TRUE(same_bits(whole[i], expect[i])) << "input " << i << ": backward " << whole[i] << " scaled sum " << expect[i];
+                ASSERT_TRUE(same_bits(parts[i], expect[i])) << "input " << i << " (calls of 2 planes)";
+                ASSERT_TRUE(same_bits(rows[i], expect[i])) << "input " << i << " (calls of 3 rows)";
+            }
+        }
+    }
+}
+
+TEST(SameKernel, BackwardIsTheScaledSum) {
+    same_backward_is_scaled_sum<float>();
+    same_backward_is_scaled_sum<double>();
+}
+
 // A kernel on 16-bit storage M (converted in registers) against the same kernel on float
 // storage: the float kernel's bits on the rounded inputs, rounded once, for whole planes (two
 // calls, the later planes first) and planes split at a random outer row. make_float(op) and

@@ -179,6 +179,11 @@ public:
             flat3<true>(grad_out + item_begin * n_, grad_in + item_begin * n_, item_end - item_begin);
             return;
         }
+        if (strip3_scaled()) {
+            const T* const g_end = grad_out + p_.output_shape[0] * p_.output_shape[1] * n_;
+            strip3<true>(grad_out, g_end, grad_out + item_begin * n_, grad_in + item_begin * n_, item_end - item_begin);
+            return;
+        }
         const line_buffer<T> sums = sums_buffer();
         const scaled_plane scaled(*this);
         for (index_t item = item_begin; item < item_end; ++item)
@@ -189,12 +194,24 @@ public:
     /// them (where splits_rows()): for splitting few planes across threads.
     void run_backward_rows(const T* grad_out, T* grad_in, index_t item, index_t row_begin, index_t row_end) const {
         if (row_begin >= row_end) return;
+        if (strip3_scaled()) {
+            const T* const g_end = grad_out + p_.output_shape[0] * p_.output_shape[1] * n_;
+            strip3_rows<true>(grad_out, g_end, grad_out + item * n_, grad_in + item * n_, row_begin, row_end);
+            return;
+        }
         const line_buffer<T> sums = sums_buffer();
         const scaled_plane scaled(*this);
         backward_rows(grad_out + item * n_, grad_in + item * n_, sums.get(), scaled, row_begin, row_end);
     }
 
 private:
+    // Backward through strip3() scaling each gradient as it is loaded (strip3_column's Scaled),
+    // where rows 1 .. H - 2 share their reciprocals (so three rows of them per strip serve the
+    // plane). Staging the scaled plane instead cost 1.6-1.8x the forward pass on Inception's
+    // 8x8 planes (AVX2): a store and a reload per value, the reloads misaligned across
+    // just-stored vectors, which wait for the stores to reach L1.
+    bool strip3_scaled() const noexcept { return strip3_ && p_.plane_rdiv_inner_rows; }
+
     // plane()'s buffer of horizontal sums (plane() zeroes the rows it reads and does not
     // fill), starting on a 64-byte line: rows whose width is a multiple of 16 floats then
     // load and store whole lines.
@@ -442,9 +459,13 @@ private:
     // last strip starts at W - L, recomputing the lanes it shares with the one before to the
     // same values. The same operations in the same order as the plane path (left + centre, then
     // + right; row above + row, then + row below; then the reciprocal).
+    // Scaled (backward, where strip3_scaled()): src is grad_out, each tap times its output's
+    // 1 / divisor as loaded (the reciprocals of the strip's first, inner and last rows kept
+    // in registers), and no multiply at the end: the values and order of the scaled plane
+    // that backward_rows() stages, so the same bits.
     // Planes [0, count) from src: in blocks of up to 8 KiB of input, strip by strip across the
     // block (small planes: the per-strip set-up, masks and reciprocals, once per block).
-    template <class E>
+    template <bool Scaled = false, class E>
     void strip3(const E* in, const E* in_end, const E* src, E* dst, index_t count) const {
         const index_t W = W_, n = n_;
         const index_t block = std::max(index_t(1), index_t(8192 / sizeof(E)) / n);
@@ -453,39 +474,66 @@ private:
             for (index_t c0 = 0; c0 < W; c0 += L) {
                 const index_t c = std::min(c0, W - L);
                 if (c == 0 || c + L + 1 > W)
-                    strip3_column<true>(in, in_end, src + b * n, dst + b * n, nb, c);
+                    strip3_column<true, Scaled>(in, in_end, src + b * n, dst + b * n, nb, c);
                 else
-                    strip3_column<false>(in, in_end, src + b * n, dst + b * n, nb, c);
+                    strip3_column<false, Scaled>(in, in_end, src + b * n, dst + b * n, nb, c);
             }
         }
     }
 
     // Output rows [r0, r1) of the one plane at src, strip by strip (the row splits' strip3()).
-    template <class E>
+    template <bool Scaled = false, class E>
     void strip3_rows(const E* in, const E* in_end, const E* src, E* dst, index_t r0, index_t r1) const {
         for (index_t c0 = 0; c0 < W_; c0 += L) {
             const index_t c = std::min(c0, W_ - L);
             if (c == 0 || c + L + 1 > W_)
-                strip3_column<true>(in, in_end, src, dst, 1, c, r0, r1);
+                strip3_column<true, Scaled>(in, in_end, src, dst, 1, c, r0, r1);
             else
-                strip3_column<false>(in, in_end, src, dst, 1, c, r0, r1);
+                strip3_column<false, Scaled>(in, in_end, src, dst, 1, c, r0, r1);
         }
     }
 
+    // Scaled strip3_column()'s reciprocals for the taps of the strip at column c: [3 k + j] for
+    // the row of kind k (0 the first, 1 an inner one, 2 the last) and tap j, lane l that of
+    // column c + l + j - 1. Lanes whose column is outside the row hold a neighbour's (they
+    // are masked), or 1 before the plane (the grid's padding covers reads past its end).
+    struct strip3_recs {
+        V v[9];
+        strip3_recs(const same_kernel& k, index_t c) {
+            const index_t rows[3] = {0, 1, k.H_ - 1};
+            for (int kind = 0; kind < 3; ++kind)
+                for (int j = 0; j < 3; ++j) {
+                    const index_t at = rows[kind] * k.W_ + c + j - 1;
+                    if (at >= 0) v[3 * kind + j] = V::load(k.rgrid_ + at);
+                }
+            if (c == 0) {  // lane 0 of tap 0 of the first row: before the plane
+                alignas(64) T tmp[L];
+                tmp[0] = T(1);
+                std::copy_n(k.rgrid_, L - 1, tmp + 1);
+                v[0] = V::load(tmp);
+            }
+        }
+    };
+
     // Output rows [r0, r1) of the strip at column c (r1 = -1: to the plane's last row).
-    template <bool Edge, class E>
+    template <bool Edge, bool Scaled, class E>
     AVGPOOL_NOINLINE void strip3_column(const E* in, const E* in_end, const E* src0, E* dst0, index_t count,
                                         index_t c, index_t r0 = 0, index_t r1 = -1) const {
         const index_t H = H_, W = W_, n = n_;
         if (r1 < 0) r1 = H;
-        const bool average = op_ == pool_op::average;
+        const bool average = !Scaled && op_ == pool_op::average;
         const V zero = V::splat(T(0));
         // Taps 0 and 2 of the strip's lanes (the masks describe row 0 of the plane or a row).
         const V ml = V::load(masks_ + c), mr = V::load(masks_ + 2 * stride_ + c);
         const T* const g0 = rgrid_ + c;
         // The rows between the first and the last share their reciprocals (checked with the plan).
-        const bool hoist = p_.plane_rdiv_inner_rows;
+        const bool hoist = Scaled || p_.plane_rdiv_inner_rows;
         const V first = V::load(g0), inner = hoist ? V::load(g0 + W) : zero, last = V::load(g0 + (H - 1) * W);
+        // Scaled: the taps' reciprocals (set up only then).
+        struct none {
+            none(const same_kernel&, index_t) {}
+        };
+        const std::conditional_t<Scaled, strip3_recs, none> recs(*this, c);
         // Rows r with r + 2 < H: the row two below exists.
         const index_t body_end = std::min(r1, H - 2);
         for (index_t k = 0; k < count; ++k) {
@@ -495,17 +543,27 @@ private:
             // [in, in_end): all but, at most, the first row of the tensor and its last.
             const index_t r_lo = Edge && c - 1 < -before ? 1 : 0;
             const index_t r_hi = Edge && (H - 1) * W + c + L + 1 > after ? H - 1 : H;
-            // Horizontal sums of row r over the strip's columns.
-            auto hrow = [&](index_t r) AVGPOOL_INLINE_LAMBDA {
+            // Horizontal sums of row r over the strip's columns (Scaled: the row's kind, 0-2).
+            auto hrow = [&](index_t r, int kind = 0) AVGPOOL_INLINE_LAMBDA {
                 const E* q = src + (r * W + c - 1);
+                auto tap = [&](int j) AVGPOOL_INLINE_LAMBDA {
+                    if constexpr (Scaled) {
+                        return scale_plus_zero(vload(q + j), recs.v[3 * kind + j]);
+                    } else {
+                        return vload(q + j);
+                    }
+                };
                 if constexpr (!Edge) {
-                    return (vload(q) + vload(q + 1)) + vload(q + 2);
+                    return (tap(0) + tap(1)) + tap(2);
                 } else {
-                    if (r < r_lo || r >= r_hi) return strip3_lanes(src, r, c);
-                    return (vload(q).bit_and(ml) + vload(q + 1)) + vload(q + 2).bit_and(mr);
+                    if (r < r_lo || r >= r_hi) return strip3_lanes<Scaled>(src, r, c);
+                    return (tap(0).bit_and(ml) + tap(1)) + tap(2).bit_and(mr);
                 }
             };
-            V hu = r0 > 0 ? hrow(r0 - 1) : zero, hm = hrow(r0), hd = r0 + 1 < H ? hrow(r0 + 1) : zero;
+            // (Scaled: H >= 3, as hoist needs.)
+            auto kind_of = [H](index_t r) { return r == 0 ? 0 : r == H - 1 ? 2 : 1; };
+            V hu = r0 > 0 ? hrow(r0 - 1, kind_of(r0 - 1)) : zero, hm = hrow(r0, kind_of(r0)),
+              hd = r0 + 1 < H ? hrow(r0 + 1, kind_of(r0 + 1)) : zero;
             E* o = dst0 + k * n + r0 * W + c;
             // Output row r with reciprocals rec, then the window slides down a row.
             auto emit = [&](V rec) AVGPOOL_INLINE_LAMBDA {
@@ -519,12 +577,17 @@ private:
             if (hoist) {  // (H >= 3)
                 if (r == 0) {
                     emit(first);
-                    hd = hrow(2);
+                    hd = hrow(2, kind_of(2));
                     ++r;
+                }
+                // Scaled: row r + 2 inner (kind 1) up to row H - 4, then the last row (kind 2).
+                for (const index_t inner_end = Scaled ? std::min(body_end, H - 3) : body_end; r < inner_end; ++r) {
+                    emit(inner);
+                    hd = hrow(r + 2, 1);
                 }
                 for (; r < body_end; ++r) {
                     emit(inner);
-                    hd = hrow(r + 2);
+                    hd = hrow(r + 2, 2);
                 }
                 for (; r < r1; ++r) {
                     emit(r == H - 1 ? last : inner);
@@ -532,29 +595,39 @@ private:
                 }
                 continue;
             }
-            const T* g = g0 + r * W;
-            for (; r < body_end; ++r, g += W) {
-                emit(V::load(g));
-                hd = hrow(r + 2);
-            }
-            for (; r < r1; ++r, g += W) {
-                emit(V::load(g));
-                hd = r + 2 < H ? hrow(r + 2) : zero;
+            if constexpr (!Scaled) {
+                const T* g = g0 + r * W;
+                for (; r < body_end; ++r, g += W) {
+                    emit(V::load(g));
+                    hd = hrow(r + 2);
+                }
+                for (; r < r1; ++r, g += W) {
+                    emit(V::load(g));
+                    hd = r + 2 < H ? hrow(r + 2) : zero;
+                }
             }
         }
     }
 
     // strip3()'s horizontal sums of row r at the very start or end of the tensor, lane by lane,
-    // reading only valid taps (a dropped tap adds +0, as the AND does).
-    template <class E>
+    // reading only valid taps (a dropped tap adds +0, as the AND does; Scaled: each tap
+    // times its reciprocal, + 0, as the vector path).
+    template <bool Scaled, class E>
     AVGPOOL_NOINLINE V strip3_lanes(const E* src, index_t r, index_t c) const {
         T tmp[L];
+        auto tap = [&](index_t col) {
+            const T v = sload(src[r * W_ + col]);
+            if constexpr (Scaled) {
+                return v * rgrid_[r * W_ + col] + T(0);
+            } else {
+                return v;
+            }
+        };
         for (index_t l = 0; l < L; ++l) {
             const index_t col = c + l;
-            const E* q = src + r * W_ + col;
-            T acc = col > 0 ? sload(q[-1]) : T(0);
-            acc = acc + sload(q[0]);
-            tmp[l] = acc + (col + 1 < W_ ? sload(q[1]) : T(0));
+            T acc = col > 0 ? tap(col - 1) : T(0);
+            acc = acc + tap(col);
+            tmp[l] = acc + (col + 1 < W_ ? tap(col + 1) : T(0));
         }
         return V::load(tmp);
     }
