@@ -28,10 +28,11 @@ namespace dt = avgpool::detail;
 
 #if AVGPOOL_STRIDE2_KERNEL
 
-// A random plan the kernel is meant for: rows of 5 to 32 at stride 2 with one of its windows,
-// any outer axes (stride, pads, rounding), any divisor rule, override and empty-window mode.
+// A random plan the kernel is meant for: rows of 5 to max_width at stride 2 with one of its
+// windows, any outer axes (stride, pads, rounding), any divisor rule, override and
+// empty-window mode. (The forward kernel takes rows up to 32, backward up to 64.)
 template <std::size_t R>
-avgpool::pool_attrs<R> s2_attrs(std::mt19937_64& gen, avgpool::dims<R + 2>& shape) {
+avgpool::pool_attrs<R> s2_attrs(std::mt19937_64& gen, avgpool::dims<R + 2>& shape, index_t max_width = 33) {
     auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
     static const index_t windows[][2] = {{2, 0}, {3, 1}, {3, 0}, {5, 2}};  // (k, left pad)
     const auto& w = windows[pick(0, 3)];
@@ -49,7 +50,7 @@ avgpool::pool_attrs<R> s2_attrs(std::mt19937_64& gen, avgpool::dims<R + 2>& shap
         a.pads_end[ax] = slice ? 0 : pick(0, 1) == 0 ? pick(0, w[1] + 1) : pick(0, 6);
         a.strides[ax] = ax + 1 == R ? 2 : pick(1, 3);
         // (Outer extents of at least the kernel: the kernel takes windows of k rows only.)
-        shape[ax + 2] = ax + 1 == R ? pick(5, 33) : pick(slice ? 1 : w[0], 12);
+        shape[ax + 2] = ax + 1 == R ? pick(5, max_width) : pick(slice ? 1 : w[0], 12);
     }
     a.rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
     if (pick(0, 3) == 0) a.auto_pad = static_cast<avgpool::pad_type>(pick(1, 3));
@@ -208,6 +209,15 @@ TEST(Stride2Kernel, ChosenWhereItApplies) {
     EXPECT_FALSE(takes(8, 3, 0, 1));
     EXPECT_FALSE(takes(33, 3, 1, 1));  // rows of three chunks (the block kernel is faster there)
     EXPECT_FALSE(takes(56, 3, 1, 1));
+    // Backward takes rows of up to four chunks.
+    auto takes_backward = [&](index_t w, index_t k, index_t pad) {
+        auto plan = plan_of(w, k, pad, 1);
+        return plan && dt::s2_backward_applicable<float, 2>(dt::plan_access::data(*plan));
+    };
+    for (index_t w : {9, 28, 33, 56, 64}) EXPECT_TRUE(takes_backward(w, 3, 1)) << w;
+    EXPECT_TRUE(takes_backward(56, 2, 0));
+    EXPECT_FALSE(takes_backward(65, 3, 1));
+    EXPECT_FALSE(takes_backward(112, 2, 0));
     auto plan = plan_of(14, 3, 1, 1);
     ASSERT_TRUE(plan);
     const auto& d = dt::plan_access::data(*plan);
@@ -299,16 +309,17 @@ void s2_backward_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bo
 }
 
 template <std::size_t R>
-void s2_backward_suite(int cases, int& ran, int& streamed) {
+void s2_backward_suite(int cases, int& ran, int& streamed, int& wide) {
     std::mt19937_64 gen(0xb5e2d0 + R);
     for (int c = 0; c < cases; ++c) {
         avgpool::dims<R + 2> shape{};
-        const avgpool::pool_attrs<R> a = s2_attrs<R>(gen, shape);
+        const avgpool::pool_attrs<R> a = s2_attrs<R>(gen, shape, 66);
         auto plan = avgpool::pooling<R>::create(shape, a);
         if (!plan) continue;
         const auto& d = dt::plan_access::data(*plan);
         if (!dt::s2_backward_applicable<float, R>(d)) continue;
         ++ran;
+        wide += d.geometry.input[R - 1] > 32 ? 1 : 0;
         streamed += d.s2_bstream.empty() ? 0 : 1;
         SCOPED_TRACE(avgpool_test::describe<R>(shape, a, "stride-2 backward"));
         s2_backward_check<R>(*plan, gen, c % 2 == 1);
@@ -317,14 +328,17 @@ void s2_backward_suite(int cases, int& ran, int& streamed) {
 }
 
 TEST(Stride2Kernel, BackwardMatchesBackwardCfAndReference) {
-    int ran2 = 0, ran3 = 0, streamed2 = 0, streamed3 = 0;
-    s2_backward_suite<2>(avgpool_test::sweep(300), ran2, streamed2);
+    int ran2 = 0, ran3 = 0, streamed2 = 0, streamed3 = 0, wide2 = 0, wide3 = 0;
+    s2_backward_suite<2>(avgpool_test::sweep(300), ran2, streamed2, wide2);
     if (HasFatalFailure()) return;
-    s2_backward_suite<3>(avgpool_test::sweep(150), ran3, streamed3);
-    std::printf("[          ] %d and %d random plans of R = 2, 3 took the backward kernel (%d and %d streamed)\n", ran2, ran3,
-                streamed2, streamed3);
+    s2_backward_suite<3>(avgpool_test::sweep(150), ran3, streamed3, wide3);
+    std::printf("[          ] %d and %d random plans of R = 2, 3 took the backward kernel (%d and %d streamed, %d and %d "
+                "with rows of 3 or 4 chunks)\n",
+                ran2, ran3, streamed2, streamed3, wide2, wide3);
     EXPECT_GT(ran2, avgpool_test::sweep(300) / 2);
     EXPECT_GT(ran3, avgpool_test::sweep(150) / 2);
+    EXPECT_GT(wide2, avgpool_test::sweep(300) / 5);
+    EXPECT_GT(wide3, 0);
     // Both ways of gathering (streamed, and through the buffer) ran.
     EXPECT_GT(streamed2, 0);
     EXPECT_LT(streamed2, ran2);
@@ -348,7 +362,8 @@ TEST(Stride2Kernel, BackwardWays) {
     };
     const want cases[] = {{14, 2, 0, 2, true, 1}, {28, 2, 0, 2, true, 1}, {14, 3, 1, 2, true, 2},
                           {28, 3, 1, 2, true, 2}, {13, 3, 0, 2, true, 2}, {14, 3, 1, 1, false, 0},
-                          {15, 5, 2, 2, false, 0}};
+                          {15, 5, 2, 2, false, 0},  {56, 3, 1, 2, true, 2}, {56, 2, 0, 2, true, 1},
+                          {40, 3, 1, 1, false, 0},  {64, 5, 2, 2, false, 0}};
     for (const want& c : cases) {
         auto plan = plan_of(c.w, c.k, c.pad, c.down);
         ASSERT_TRUE(plan);
@@ -398,7 +413,7 @@ TEST(Stride2Kernel, ReadsAndWritesNothingPastTheTensors) {
     };
     const index_t windows[][2] = {{2, 0}, {3, 1}, {3, 0}, {5, 2}};
     for (const auto& win : windows)
-        for (index_t w : {9, 13, 16, 17, 22, 28, 32}) {
+        for (index_t w : {9, 13, 16, 17, 22, 28, 32, 33, 40, 49, 56, 64}) {
         avgpool::pool_attrs<2> a;
         a.kernel = {win[0], win[0]};
         a.strides = {2, 2};
@@ -406,26 +421,31 @@ TEST(Stride2Kernel, ReadsAndWritesNothingPastTheTensors) {
         auto plan = avgpool::pooling<2>::create({1, 5, w, w}, a);
         ASSERT_TRUE(plan);
         const auto& d = dt::plan_access::data(*plan);
-        if (!dt::s2_applicable<float, 2>(d)) {
+        const std::size_t n = static_cast<std::size_t>(plan->input_size()), on = static_cast<std::size_t>(plan->output_size());
+        if (w <= 32 && !dt::s2_applicable<float, 2>(d)) {
             EXPECT_LT(d.geometry.output[1], 4) << "k " << win[0] << " row " << w << ": expected the kernel";
             continue;
         }
-        const std::size_t n = static_cast<std::size_t>(plan->input_size()), on = static_cast<std::size_t>(plan->output_size());
-        guarded in(n, page), got(on, page);
-        ASSERT_NE(in.at, nullptr);
-        ASSERT_NE(got.at, nullptr);
-        for (std::size_t i = 0; i < n; ++i) in.at[i] = static_cast<float>(i % 17) - 8.0f;
-        std::vector<float> ref(on);
-        dt::reference_pool<float, 2>(d, in.at, ref.data(), dt::pool_op::average, 0, 5);
-        const dt::s2_kernel<2> k(d, dt::pool_op::average);
-        k.run(in.at, got.at, 0, 5);
-        for (std::size_t i = 0; i < on; ++i)
-            ASSERT_NEAR(got.at[i], ref[i], 1e-5) << "k " << win[0] << " row " << w << ", output " << i;
-        k.run(in.at, got.at, 3, 5);  // (a call's last row, and the tensor's, again)
+        if (w <= 32) {  // (rows of three and four chunks: backward only)
+            guarded in(n, page), got(on, page);
+            ASSERT_NE(in.at, nullptr);
+            ASSERT_NE(got.at, nullptr);
+            for (std::size_t i = 0; i < n; ++i) in.at[i] = static_cast<float>(i % 17) - 8.0f;
+            std::vector<float> ref(on);
+            dt::reference_pool<float, 2>(d, in.at, ref.data(), dt::pool_op::average, 0, 5);
+            const dt::s2_kernel<2> k(d, dt::pool_op::average);
+            k.run(in.at, got.at, 0, 5);
+            for (std::size_t i = 0; i < on; ++i)
+                ASSERT_NEAR(got.at[i], ref[i], 1e-5) << "k " << win[0] << " row " << w << ", output " << i;
+            k.run(in.at, got.at, 3, 5);  // (a call's last row, and the tensor's, again)
+        }
         // Backward: the output gradients end at the unmapped page (their last vector is a
         // masked load there), and so does grad_in (its last row, masked stores), whole and
         // by the last plane's rows.
-        if (!dt::s2_backward_applicable<float, 2>(d)) continue;
+        if (!dt::s2_backward_applicable<float, 2>(d)) {
+            EXPECT_LE(w, 32) << "k " << win[0] << " row " << w << ": expected the backward kernel";
+            continue;
+        }
         guarded go(on, page), gi(n, page);
         ASSERT_NE(go.at, nullptr);
         ASSERT_NE(gi.at, nullptr);

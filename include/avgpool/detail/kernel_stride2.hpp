@@ -54,6 +54,9 @@ constexpr index_t s2_max_taps = 5;
 constexpr index_t s2_min_width = 9;
 static_assert(s2_min_width >= 9, "s2_kernel::run loads a one-chunk row's first vector whole");
 constexpr index_t s2_max_chunks = 2;
+// Backward expands output rows chunk by chunk and keeps fewer of them live: rows of up to four
+// chunks (ShuffleNet's 56x56).
+constexpr index_t s2_backward_max_chunks = 4;
 
 /// Chunks of 16 columns that cover a row of W inputs, or 0 if their 8 outputs each do not
 /// cover the Wo outputs (pads past the row: chunks of no input would read past it).
@@ -76,11 +79,12 @@ constexpr int s2_pattern(index_t rows, index_t k, index_t d, index_t pl) noexcep
 }
 
 /// Whether the geometry suits the stride-2 row kernel (float storage, AVX2 builds only): the
-/// last axis at stride 2 with rows of one or two chunks and at least 4 outputs a chunk, whose
+/// last axis at stride 2 with rows of one to max_chunks chunks (two for the forward kernel,
+/// s2_backward_max_chunks for backward) and at least 4 outputs a chunk, whose
 /// windows are the kernel's taps 2 o - pad + t inside the row (what a non-adaptive window is),
 /// and a window s2_pattern names.
 template <std::size_t R>
-bool s2_geometry(const plan_data<R>& p) noexcept {
+bool s2_geometry(const plan_data<R>& p, index_t max_chunks = s2_max_chunks) noexcept {
     if (!AVGPOOL_STRIDE2_KERNEL || R < 2 || R > 3 || p.memory_layout != layout::channels_first || p.global ||
         p.adaptive)
         return false;
@@ -90,7 +94,7 @@ bool s2_geometry(const plan_data<R>& p) noexcept {
     // Rows of at least 4 outputs a chunk: a row's last whole vector then spills into the next
     // row only (s2_kernel stores whole vectors but in a call's last row).
     const index_t chunks = s2_chunks(W, Wo);
-    if (g.strides[R - 1] != 2 || W < s2_min_width || chunks < 1 || chunks > s2_max_chunks || Wo < 4 * chunks ||
+    if (g.strides[R - 1] != 2 || W < s2_min_width || chunks < 1 || chunks > max_chunks || Wo < 4 * chunks ||
         k < 1 || k > s2_max_taps)
         return false;
     const window* w = p.axis(R - 1);
@@ -129,8 +133,8 @@ bool s2_applicable(const plan_data<R>& p) noexcept {
 // Read for a window's missing rows: a row of the widest chunks.
 alignas(32) inline constexpr float s2_zeros[16 * s2_max_chunks] = {};
 // The last axis's divisors under a divisor override (the quotient is then g / override).
-inline constexpr float s2_ones[16 * s2_max_chunks] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
-                                                     1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+inline constexpr float s2_ones[8 * s2_backward_max_chunks] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                              1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
 
 // deinterleave2_unordered (and so the shufps of a chunk's even and odd columns, and the
 // unpacklo / unpackhi that interleave them back) leaves element j of a chunk's even (odd)
@@ -300,7 +304,7 @@ constexpr index_t s2_backward_rows = 256;
 /// whose expanded output rows fit the kernel's buffer, with the plan's backward row tables.
 template <std::size_t R>
 bool s2_backward_geometry(const plan_data<R>& p) noexcept {
-    if (!AVGPOOL_STRIDE2_KERNEL || p.bw_rows.empty() || !s2_geometry<R>(p)) return false;
+    if (!AVGPOOL_STRIDE2_KERNEL || p.bw_rows.empty() || !s2_geometry<R>(p, s2_backward_max_chunks)) return false;
     const index_t Wo = p.geometry.output[R - 1];
     return p.output_spatial_volume() / Wo * s2_chunks(p.geometry.input[R - 1], Wo) <= s2_backward_rows;
 }
@@ -420,7 +424,7 @@ public:
         fixed_ = p.divisor_override > 0;
         // Gradients inside the row in the last chunk; input columns inside the row.
         for (index_t l = 0; l < 8; ++l) gmask_[l] = 8 * (nc_ - 1) + l < Wo_ ? -1 : 0;
-        for (index_t l = 0; l < 16 * s2_max_chunks; ++l) smask_[l] = l < W_ ? -1 : 0;
+        for (index_t l = 0; l < 16 * s2_backward_max_chunks; ++l) smask_[l] = l < W_ ? -1 : 0;
         // Lane l of a chunk's shares holds element s2_pos(l): the order unpacklo / unpackhi of
         // the two parities put back in order.
         for (index_t l = 0; l < 8; ++l) order_[l] = s2_pos(l);
@@ -463,29 +467,28 @@ private:
     // planes, 5x5 at stride 2, and R = 3, whose rows gather again the outputs of the slice
     // before them).
     void dispatch(const float* go, float* gi, index_t i0, index_t i1, index_t r0, index_t r1, index_t q0, index_t q1) const {
-        if (!p_.s2_bstream.empty()) {
-            switch (pattern_ * 2 + (nc_ == 1 ? 0 : 1)) {
-                case 0: return stream<2, 0, 1>(go, gi, i0, i1, r0, r1);
-                case 1: return stream<2, 0, 2>(go, gi, i0, i1, r0, r1);
-                case 2: return stream<3, 1, 1>(go, gi, i0, i1, r0, r1);
-                case 3: return stream<3, 1, 2>(go, gi, i0, i1, r0, r1);
-                case 4: return stream<3, 0, 1>(go, gi, i0, i1, r0, r1);
-                case 5: return stream<3, 0, 2>(go, gi, i0, i1, r0, r1);
-                case 6: return stream<5, 2, 1>(go, gi, i0, i1, r0, r1);
-                case 7: return stream<5, 2, 2>(go, gi, i0, i1, r0, r1);
-                default: return;  // (s2_geometry admits only the cases above)
+        const bool streams = !p_.s2_bstream.empty();
+        auto run = [&](auto k, auto pl, auto nc) {
+            constexpr int K = decltype(k)::value, PL = decltype(pl)::value, NC = decltype(nc)::value;
+            if (streams)
+                stream<K, PL, NC>(go, gi, i0, i1, r0, r1);
+            else
+                buffered<K, PL, NC>(go, gi, i0, i1, r0, r1, q0, q1);
+        };
+        auto chunks = [&](auto k, auto pl) {
+            switch (nc_) {
+                case 1: return run(k, pl, std::integral_constant<int, 1>{});
+                case 2: return run(k, pl, std::integral_constant<int, 2>{});
+                case 3: return run(k, pl, std::integral_constant<int, 3>{});
+                default: return run(k, pl, std::integral_constant<int, 4>{});
             }
-        }
-        switch (pattern_ * 2 + (nc_ == 1 ? 0 : 1)) {
-            case 0: return buffered<2, 0, 1>(go, gi, i0, i1, r0, r1, q0, q1);
-            case 1: return buffered<2, 0, 2>(go, gi, i0, i1, r0, r1, q0, q1);
-            case 2: return buffered<3, 1, 1>(go, gi, i0, i1, r0, r1, q0, q1);
-            case 3: return buffered<3, 1, 2>(go, gi, i0, i1, r0, r1, q0, q1);
-            case 4: return buffered<3, 0, 1>(go, gi, i0, i1, r0, r1, q0, q1);
-            case 5: return buffered<3, 0, 2>(go, gi, i0, i1, r0, r1, q0, q1);
-            case 6: return buffered<5, 2, 1>(go, gi, i0, i1, r0, r1, q0, q1);
-            case 7: return buffered<5, 2, 2>(go, gi, i0, i1, r0, r1, q0, q1);
-            default: return;
+        };
+        using I = std::integral_constant<int, 1>;
+        switch (pattern_) {  // (s2_geometry admits only these)
+            case 0: return chunks(std::integral_constant<int, 2>{}, std::integral_constant<int, 0>{});
+            case 1: return chunks(std::integral_constant<int, 3>{}, I{});
+            case 2: return chunks(std::integral_constant<int, 3>{}, std::integral_constant<int, 0>{});
+            default: return chunks(std::integral_constant<int, 5>{}, std::integral_constant<int, 2>{});
         }
     }
 
@@ -671,7 +674,7 @@ private:
     void buffered(const float* grad_out, float* grad_in, index_t i0, index_t i1, index_t r0, index_t r1, index_t q0, index_t q1) const {
         constexpr index_t CW = 16 * NC;  // expanded columns a row
         // The plane's expanded output rows, then the row of zeros (index nr_).
-        alignas(32) float ex[(s2_backward_rows + s2_max_chunks) * 16];
+        alignas(32) float ex[(s2_backward_rows + s2_backward_max_chunks) * 16];
         for (index_t l = 0; l < CW; l += 8) _mm256_store_ps(ex + nr_ * CW + l, _mm256_setzero_ps());
         const std::int32_t* const table = p_.s2_brows.data();
         const index_t mc = mc_;
@@ -704,7 +707,7 @@ private:
     int pattern_ = -1;
     bool fixed_ = false;
     alignas(32) std::int32_t gmask_[8] = {};
-    alignas(32) std::int32_t smask_[16 * s2_max_chunks] = {};
+    alignas(32) std::int32_t smask_[16 * s2_backward_max_chunks] = {};
     alignas(32) std::int32_t order_[8] = {};
     s2_tap shift_[5] = {};
     float factor_[s2_backward_rows] = {};
