@@ -20,8 +20,9 @@
 // of the quotient makes such zeros +0 either way), and the quotient is the sum times the same
 // reciprocal: on the planes both take, the results are the tile kernel's, bit for bit. (For
 // R = 3 a window's rows are one sum, where the tile kernel sums each axis in turn.)
-// Backward (s2_backward, below) is the transpose on the same planes: output rows divided and
-// expanded along the row with the same permutes, input rows summed from them.
+// Backward (s2_backward, below) is the transpose on the same planes and on rows of up to 64
+// (ShuffleNet's and DenseNet's 56x56): output rows divided and expanded along the row with the
+// same permutes, input rows summed from them.
 #ifndef AVGPOOL_DETAIL_KERNEL_STRIDE2_HPP
 #define AVGPOOL_DETAIL_KERNEL_STRIDE2_HPP
 
