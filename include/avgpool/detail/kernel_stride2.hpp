@@ -131,7 +131,7 @@ bool s2_applicable(const plan_data<R>& p) noexcept {
 
 #if AVGPOOL_STRIDE2_KERNEL
 
-// Read for a window's missing rows: a row of the widest chunks.
+// Read for a window's missing rows: a row of the widest chunks (forward only: two).
 alignas(32) inline constexpr float s2_zeros[16 * s2_max_chunks] = {};
 // The last axis's divisors under a divisor override (the quotient is then g / override).
 inline constexpr float s2_ones[8 * s2_backward_max_chunks] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
@@ -481,15 +481,17 @@ private:
                 case 1: return run(k, pl, std::integral_constant<int, 1>{});
                 case 2: return run(k, pl, std::integral_constant<int, 2>{});
                 case 3: return run(k, pl, std::integral_constant<int, 3>{});
-                default: return run(k, pl, std::integral_constant<int, 4>{});
+                case 4: return run(k, pl, std::integral_constant<int, 4>{});
+                default: return;  // (s2_backward_geometry admits 1 to 4)
             }
         };
         using I = std::integral_constant<int, 1>;
-        switch (pattern_) {  // (s2_geometry admits only these)
+        switch (pattern_) {
             case 0: return chunks(std::integral_constant<int, 2>{}, std::integral_constant<int, 0>{});
             case 1: return chunks(std::integral_constant<int, 3>{}, I{});
             case 2: return chunks(std::integral_constant<int, 3>{}, std::integral_constant<int, 0>{});
-            default: return chunks(std::integral_constant<int, 5>{}, std::integral_constant<int, 2>{});
+            case 3: return chunks(std::integral_constant<int, 5>{}, std::integral_constant<int, 2>{});
+            default: return;  // (s2_geometry admits only the patterns above)
         }
     }
 
@@ -583,7 +585,7 @@ private:
     // Input row dst from its sums: whole vectors (the lanes past the row land on the next
     // row, written after this one), or, for the call's last row, masked stores. (Vectors
     // that start past the row are left out; a row's first 2 NC - 1 start inside it: rows of
-    // two chunks are 17 wide or more, of one 9 or more.)
+    // NC chunks are more than 16 (NC - 1) wide, and of one 9 or more.)
     template <int NC>
     static AVGPOOL_ALWAYS_INLINE void store_row(const regs& k, float* dst, const __m256* acc, bool whole) noexcept {
         if (whole) {
