@@ -339,6 +339,18 @@ bool backward_rows_kept(const plan_data<R>& p) noexcept {
 template <class T, std::size_t R, class M = T>
 class backward_cf_global;  // (below: global plans of backward_cf run it)
 
+/// backward_cf's ring slot (R >= 2): the expanded output rows of one first-axis output (a row
+/// for R = 2, Ho rows for R = 3), + 2L for the last row's whole-vector spill.
+template <class T, std::size_t R>
+index_t backward_cf_slot(const plan_data<R>& p) noexcept {
+    const index_t L = static_cast<index_t>(vec<T>::width), W = p.geometry.input[R - 1];
+    if constexpr (R >= 3) {
+        return p.geometry.output[1] * W + 2 * L;
+    } else {
+        return W + 2 * L;
+    }
+}
+
 /// Whether backward_cf<T, R> has room for its ring of expanded output rows (else it runs per
 /// row: there it sums the covering rows' gradients before dividing, where the other orders
 /// divide each row first; s2_backward, which promises backward_cf's bits, takes only plans
@@ -349,9 +361,7 @@ bool backward_cf_ring_fits(const plan_data<R>& p) noexcept {
         (void)p;
         return true;
     } else {
-        const index_t L = static_cast<index_t>(vec<T>::width), W = p.geometry.input[R - 1];
-        const index_t slot = (R == 2 ? W : p.geometry.output[1] * W) + 2 * L;  // + 2L: the last row's spill
-        return max_cover<R>(p, 0) * slot <= bw_ring;
+        return max_cover<R>(p, 0) * backward_cf_slot<T, R>(p) <= bw_ring;
     }
 }
 
@@ -407,8 +417,7 @@ public:
         std::memset(lane_mask_ + L, 0, sizeof(T) * V::width);
         if constexpr (R >= 2) {
             cap_ = max_cover<R>(p, 0);  // outputs covering one input: the ring's slots
-            // + 2L: room for the last row's whole-vector spill (horizontal's dst_end).
-            slot_ = (R == 2 ? W_ : g.output[1] * W_) + 2 * L;
+            slot_ = backward_cf_slot<T, R>(p);
             ring_ = order != backward_order::per_row && backward_cf_ring_fits<T, R>(p);
             // Flat: every outer output row's shares at a pitch that leaves the zeros the
             // expansion reads between rows, expanded in one pass (no per-row costs).
