@@ -125,7 +125,7 @@ public:
     /// inside the input; zero rows above and below the plane's horizontal sums stand for the
     /// padding, written once per call.
     void run(const M* in, M* out, index_t item_begin, index_t item_end) const {
-        const M* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * n_;
+        const M* const in_end = tensor_end(in);
         if (narrow8_) {
             narrow8<false>(in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
             return;
@@ -157,7 +157,7 @@ public:
     /// run() gives it, so the bits are run()'s whatever the split.
     void run_rows(const M* in, M* out, index_t item, index_t row_begin, index_t row_end) const {
         if (row_begin >= row_end) return;
-        const M* const in_end = in + p_.input_shape[0] * p_.input_shape[1] * n_;
+        const M* const in_end = tensor_end(in);
         const M* const src = in + item * n_;
         M* const dst = out + item * n_;
         if (strip3_) {
@@ -180,8 +180,7 @@ public:
             return;
         }
         if (strip3_scaled()) {
-            const T* const g_end = grad_out + p_.output_shape[0] * p_.output_shape[1] * n_;
-            strip3<true>(grad_out, g_end, grad_out + item_begin * n_, grad_in + item_begin * n_, item_end - item_begin);
+            strip3<true>(grad_out, tensor_end(grad_out), grad_out + item_begin * n_, grad_in + item_begin * n_, item_end - item_begin);
             return;
         }
         const line_buffer<T> sums = sums_buffer();
@@ -195,8 +194,7 @@ public:
     void run_backward_rows(const T* grad_out, T* grad_in, index_t item, index_t row_begin, index_t row_end) const {
         if (row_begin >= row_end) return;
         if (strip3_scaled()) {
-            const T* const g_end = grad_out + p_.output_shape[0] * p_.output_shape[1] * n_;
-            strip3_rows<true>(grad_out, g_end, grad_out + item * n_, grad_in + item * n_, row_begin, row_end);
+            strip3_rows<true>(grad_out, tensor_end(grad_out), grad_out + item * n_, grad_in + item * n_, row_begin, row_end);
             return;
         }
         const line_buffer<T> sums = sums_buffer();
@@ -211,6 +209,10 @@ private:
     // 8x8 planes (AVX2): a store and a reload per value, the reloads misaligned across
     // just-stored vectors, which wait for the stores to reach L1.
     bool strip3_scaled() const noexcept { return strip3_ && p_.plane_rdiv_inner_rows; }
+
+    // The end of a tensor of planes (input and output planes have n_ elements alike).
+    template <class E>
+    const E* tensor_end(const E* t) const noexcept { return t + p_.input_shape[0] * p_.input_shape[1] * n_; }
 
     // plane()'s buffer of horizontal sums (plane() zeroes the rows it reads and does not
     // fill), starting on a 64-byte line: rows whose width is a multiple of 16 floats then

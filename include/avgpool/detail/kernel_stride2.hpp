@@ -152,6 +152,10 @@ struct s2_tap {
     alignas(32) std::int32_t other[8];
 };
 
+// A compile-time count (s2_backward's dispatch).
+template <int N>
+using s2_int = std::integral_constant<int, N>;
+
 // 8 int32 lanes from a table.
 template <class A>
 AVGPOOL_ALWAYS_INLINE __m256i s2_lanes(const A& a) noexcept {
@@ -478,19 +482,18 @@ private:
         };
         auto chunks = [&](auto k, auto pl) {
             switch (nc_) {
-                case 1: return run(k, pl, std::integral_constant<int, 1>{});
-                case 2: return run(k, pl, std::integral_constant<int, 2>{});
-                case 3: return run(k, pl, std::integral_constant<int, 3>{});
-                case 4: return run(k, pl, std::integral_constant<int, 4>{});
+                case 1: return run(k, pl, s2_int<1>{});
+                case 2: return run(k, pl, s2_int<2>{});
+                case 3: return run(k, pl, s2_int<3>{});
+                case 4: return run(k, pl, s2_int<4>{});
                 default: return;  // (s2_backward_geometry admits 1 to 4)
             }
         };
-        using I = std::integral_constant<int, 1>;
-        switch (pattern_) {
-            case 0: return chunks(std::integral_constant<int, 2>{}, std::integral_constant<int, 0>{});
-            case 1: return chunks(std::integral_constant<int, 3>{}, I{});
-            case 2: return chunks(std::integral_constant<int, 3>{}, std::integral_constant<int, 0>{});
-            case 3: return chunks(std::integral_constant<int, 5>{}, std::integral_constant<int, 2>{});
+        switch (pattern_) {  // (K, PL) of s2_pattern's cases
+            case 0: return chunks(s2_int<2>{}, s2_int<0>{});
+            case 1: return chunks(s2_int<3>{}, s2_int<1>{});
+            case 2: return chunks(s2_int<3>{}, s2_int<0>{});
+            case 3: return chunks(s2_int<5>{}, s2_int<2>{});
             default: return;  // (s2_geometry admits only the patterns above)
         }
     }
