@@ -545,68 +545,82 @@ private:
             // [in, in_end): all but, at most, the first row of the tensor and its last.
             const index_t r_lo = Edge && c - 1 < -before ? 1 : 0;
             const index_t r_hi = Edge && (H - 1) * W + c + L + 1 > after ? H - 1 : H;
-            // Horizontal sums of row r over the strip's columns (Scaled: the row's kind, 0-2).
-            auto hrow = [&](index_t r, int kind = 0) AVGPOOL_INLINE_LAMBDA {
-                const E* q = src + (r * W + c - 1);
-                auto tap = [&](int j) AVGPOOL_INLINE_LAMBDA {
-                    if constexpr (Scaled) {
-                        return scale_plus_zero(vload(q + j), recs.v[3 * kind + j]);
+            // Checked: the plane has such a row (the tensor's first or last plane), so each row
+            // is tested. The other planes' loop has no test, and no call around which the
+            // compiler spilled the masks (8x8 planes, AVX2: 286 -> 215 instructions a plane).
+            auto one_plane = [&](auto checked) AVGPOOL_INLINE_LAMBDA {
+                // Horizontal sums of row r over the strip's columns (Scaled: the row's kind, 0-2).
+                auto hrow = [&](index_t r, int kind = 0) AVGPOOL_INLINE_LAMBDA {
+                    const E* q = src + (r * W + c - 1);
+                    auto tap = [&](int j) AVGPOOL_INLINE_LAMBDA {
+                        if constexpr (Scaled) {
+                            return scale_plus_zero(vload(q + j), recs.v[3 * kind + j]);
+                        } else {
+                            return vload(q + j);
+                        }
+                    };
+                    if constexpr (!Edge) {
+                        return (tap(0) + tap(1)) + tap(2);
                     } else {
-                        return vload(q + j);
+                        if constexpr (decltype(checked)::value) {
+                            if (r < r_lo || r >= r_hi) return strip3_lanes<Scaled>(src, r, c);
+                        }
+                        return (tap(0).bit_and(ml) + tap(1)) + tap(2).bit_and(mr);
                     }
                 };
-                if constexpr (!Edge) {
-                    return (tap(0) + tap(1)) + tap(2);
-                } else {
-                    if (r < r_lo || r >= r_hi) return strip3_lanes<Scaled>(src, r, c);
-                    return (tap(0).bit_and(ml) + tap(1)) + tap(2).bit_and(mr);
+                // (Scaled: H >= 3, as hoist needs.)
+                auto kind_of = [H](index_t r) { return r == 0 ? 0 : r == H - 1 ? 2 : 1; };
+                V hu = r0 > 0 ? hrow(r0 - 1, kind_of(r0 - 1)) : zero, hm = hrow(r0, kind_of(r0)),
+                  hd = r0 + 1 < H ? hrow(r0 + 1, kind_of(r0 + 1)) : zero;
+                E* o = dst0 + k * n + r0 * W + c;
+                // Output row r with reciprocals rec, then the window slides down a row.
+                auto emit = [&](V rec) AVGPOOL_INLINE_LAMBDA {
+                    const V acc = (hu + hm) + hd;
+                    vstore(average ? scale_plus_zero(acc, rec) : plus_zero(acc), o);
+                    o += W;
+                    hu = hm;
+                    hm = hd;
+                };
+                index_t r = r0;
+                if (hoist) {  // (H >= 3)
+                    if (r == 0) {
+                        emit(first);
+                        hd = hrow(2, kind_of(2));
+                        ++r;
+                    }
+                    // Scaled: row r + 2 inner (kind 1) up to row H - 4, then the last row (kind 2).
+                    for (const index_t inner_end = Scaled ? std::min(body_end, H - 3) : body_end; r < inner_end; ++r) {
+                        emit(inner);
+                        hd = hrow(r + 2, 1);
+                    }
+                    if constexpr (Scaled) {
+                        for (; r < body_end; ++r) {
+                            emit(inner);
+                            hd = hrow(r + 2, 2);
+                        }
+                    }
+                    for (; r < r1; ++r) {
+                        emit(r == H - 1 ? last : inner);
+                        hd = zero;
+                    }
+                    return;
+                }
+                if constexpr (!Scaled) {
+                    const T* g = g0 + r * W;
+                    for (; r < body_end; ++r, g += W) {
+                        emit(V::load(g));
+                        hd = hrow(r + 2);
+                    }
+                    for (; r < r1; ++r, g += W) {
+                        emit(V::load(g));
+                        hd = r + 2 < H ? hrow(r + 2) : zero;
+                    }
                 }
             };
-            // (Scaled: H >= 3, as hoist needs.)
-            auto kind_of = [H](index_t r) { return r == 0 ? 0 : r == H - 1 ? 2 : 1; };
-            V hu = r0 > 0 ? hrow(r0 - 1, kind_of(r0 - 1)) : zero, hm = hrow(r0, kind_of(r0)),
-              hd = r0 + 1 < H ? hrow(r0 + 1, kind_of(r0 + 1)) : zero;
-            E* o = dst0 + k * n + r0 * W + c;
-            // Output row r with reciprocals rec, then the window slides down a row.
-            auto emit = [&](V rec) AVGPOOL_INLINE_LAMBDA {
-                const V acc = (hu + hm) + hd;
-                vstore(average ? scale_plus_zero(acc, rec) : plus_zero(acc), o);
-                o += W;
-                hu = hm;
-                hm = hd;
-            };
-            index_t r = r0;
-            if (hoist) {  // (H >= 3)
-                if (r == 0) {
-                    emit(first);
-                    hd = hrow(2, kind_of(2));
-                    ++r;
-                }
-                // Scaled: row r + 2 inner (kind 1) up to row H - 4, then the last row (kind 2).
-                for (const index_t inner_end = Scaled ? std::min(body_end, H - 3) : body_end; r < inner_end; ++r) {
-                    emit(inner);
-                    hd = hrow(r + 2, 1);
-                }
-                for (; r < body_end; ++r) {
-                    emit(inner);
-                    hd = hrow(r + 2, 2);
-                }
-                for (; r < r1; ++r) {
-                    emit(r == H - 1 ? last : inner);
-                    hd = zero;
-                }
-                continue;
-            }
-            if constexpr (!Scaled) {
-                const T* g = g0 + r * W;
-                for (; r < body_end; ++r, g += W) {
-                    emit(V::load(g));
-                    hd = hrow(r + 2);
-                }
-                for (; r < r1; ++r, g += W) {
-                    emit(V::load(g));
-                    hd = r + 2 < H ? hrow(r + 2) : zero;
-                }
+            if (Edge && (r_lo > 0 || r_hi < H)) {
+                one_plane(std::true_type{});
+            } else {
+                one_plane(std::false_type{});
             }
         }
     }
