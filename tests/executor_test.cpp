@@ -902,6 +902,28 @@ TEST(ExecutorPooling, PlaneBlocksTileEveryRowOnce) {
                     }
                 }
                 for (int h : hits) ASSERT_EQ(h, 1) << planes << "x" << rows << " cut " << cut;
+                // for_each_run(): the same rows, whole planes in maximal runs, the rest by rows.
+                std::fill(hits.begin(), hits.end(), 0);
+                for (index_t c = 0; c < cut; ++c) {
+                    const index_t b = avgpool::detail::chunk_begin(pb.items(), cut, c);
+                    const index_t e = avgpool::detail::chunk_begin(pb.items(), cut, c + 1);
+                    index_t run_end = -1;  // end of the previous call's planes, if it took a run
+                    pb.for_each_run(
+                        b, e,
+                        [&](index_t plane, index_t r0, index_t r1) {
+                            ASSERT_LT(r0, r1);
+                            ASSERT_FALSE(r0 == 0 && r1 == rows) << "a whole plane went by rows";
+                            for (index_t r = r0; r < r1; ++r) hits[static_cast<std::size_t>(plane * rows + r)]++;
+                            run_end = -1;
+                        },
+                        [&](index_t first, index_t end) {
+                            ASSERT_LT(first, end);
+                            ASSERT_NE(first, run_end) << "two runs of whole planes side by side";
+                            for (index_t i = first * rows; i < end * rows; ++i) hits[static_cast<std::size_t>(i)]++;
+                            run_end = end;
+                        });
+                }
+                for (int h : hits) ASSERT_EQ(h, 1) << planes << "x" << rows << " cut " << cut << " (runs)";
             }
         }
 }

@@ -87,6 +87,26 @@ struct plane_blocks {
             fn(plane, chunk_begin(rows, blocks, b0), chunk_begin(rows, blocks, b1));
         }
     }
+
+    /// As for_each(), but each run of whole planes goes to planes_fn(first, end) in one call:
+    /// for kernels whose run() over planes gives each row the bits run_rows() gives it, and
+    /// whose per-call set-up (buffers, padding) a call per plane would repeat (24 planes of
+    /// 56x56 at stride 2, one thread: a fifth of the time zeroing the block kernel's buffers).
+    template <class F, class G>
+    void for_each_run(index_t begin, index_t end, F&& rows_fn, G&& planes_fn) const {
+        if (begin >= end) return;
+        index_t run = -1;  // first plane of the pending run of whole planes, if any
+        for_each(begin, end, [&](index_t plane, index_t r0, index_t r1) {
+            if (r0 == 0 && r1 == rows) {
+                if (run < 0) run = plane;
+                return;
+            }
+            if (run >= 0) planes_fn(run, plane);
+            run = -1;
+            rows_fn(plane, r0, r1);
+        });
+        if (run >= 0) planes_fn(run, (end - 1) / blocks + 1);
+    }
 };
 
 // The plan methods take any executor, but run their dispatch through these two non-owning

@@ -1030,9 +1030,12 @@ status pooling<R>::run(const T* in, T* out, detail::pool_op op, const detail::ex
         for (std::size_t a = 0; a + 1 < R; ++a) outer_rows *= d_.output_shape[a + 2];
         const detail::plane_blocks rows(items, d_.global ? 1 : outer_rows, input_size());
         auto split_rows = [&](const auto& kernel) {
-            return blocks(rows, [&kernel, in, out](index_t plane, index_t r0, index_t r1) {
-                kernel.run_rows(in, out, plane, r0, r1);
+            exec(rows.items(), [&rows, &kernel, in, out](index_t begin, index_t end) {
+                rows.for_each_run(
+                    begin, end, [&](index_t plane, index_t r0, index_t r1) { kernel.run_rows(in, out, plane, r0, r1); },
+                    [&](index_t first, index_t last) { kernel.run(in, out, first, last); });
             });
+            return status{};
         };
 #if AVGPOOL_PERM_KERNEL
         if constexpr (detail::perm_types<U, T>()) {
