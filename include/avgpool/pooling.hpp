@@ -637,7 +637,10 @@ private:
                 }
             }
         }
-        if (detail::s2_geometry<R>(d_)) d_.perm_rows = detail::perm_rows<R>(d_);  // (AVX2 builds)
+        if (detail::s2_geometry<R>(d_)) {  // (AVX2 builds)
+            d_.perm_rows = detail::perm_rows<R>(d_);
+            d_.s2_forward = true;
+        }
         if (detail::tile_geometry<R>(d_, true)) build_tile_cover();  // backward's, the wider
         if (detail::flat_geometry<R>(d_) || detail::same_geometry<R>(d_)) {
             // The whole divisor of each output: the override, or the product of the per-axis

@@ -126,7 +126,7 @@ template <class T, std::size_t R, class M = T>
 bool s2_applicable(const plan_data<R>& p) noexcept {
     // The row table and reciprocals exist only where s2_geometry held when the plan was made.
     return AVGPOOL_STRIDE2_KERNEL && std::is_same<T, float>::value && std::is_same<M, float>::value &&
-           !p.plane_rdiv_f.empty() && !p.perm_rows.empty() && s2_geometry<R>(p);
+           !p.plane_rdiv_f.empty() && !p.perm_rows.empty() && p.s2_forward;
 }
 
 #if AVGPOOL_STRIDE2_KERNEL
@@ -378,7 +378,8 @@ void s2_backward_table(plan_data<R>& p, bool divides_first) {
 /// Whether s2_backward runs the plan's backward (float).
 template <class T, std::size_t R>
 bool s2_backward_applicable(const plan_data<R>& p) noexcept {
-    return AVGPOOL_STRIDE2_KERNEL && std::is_same<T, float>::value && !p.s2_brows.empty() && s2_backward_geometry<R>(p);
+    // (s2_backward_table() builds s2_brows only where s2_backward_geometry() holds.)
+    return AVGPOOL_STRIDE2_KERNEL && std::is_same<T, float>::value && !p.s2_brows.empty();
 }
 
 #if AVGPOOL_STRIDE2_KERNEL

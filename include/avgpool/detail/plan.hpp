@@ -112,6 +112,9 @@ struct plan_data {
     // The permute kernel's input rows per outer output row (kernel_perm.hpp); empty when that
     // kernel does not apply.
     std::vector<index_t> perm_rows;
+    // Whether s2_geometry() held when the plan was made: it walks every window, which on
+    // calls of a few microseconds cost about 5% each time (17 planes of 30x30).
+    bool s2_forward = false;
     // The stride-2 backward's covering output rows per outer input row, s2_bcount of them each
     // (s2_backward_table in kernel_stride2.hpp); empty when that kernel does not apply.
     std::vector<std::int32_t> s2_brows;
