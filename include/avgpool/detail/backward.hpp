@@ -1123,13 +1123,23 @@ private:
         for (; j < head; ++j) dst[j] = value(g, j / n_);
         index_t c = j / n_, bound = (c + 1) * n_;  // plane c ends at bound
         V vv = V::splat(j < hi ? value(g, c) : T(0));
-        for (; j + L <= hi; j += L) {
-            if (bound > j + L) {
+        while (j + L <= hi) {
+            // The vectors that hold plane c alone, four stores a turn: with one a turn, the
+            // loop ran at one store per cycle or one per two by where the code happened to
+            // lie (a 64-byte line boundary inside it; bench rows of global pools 2x apart).
+            const index_t e = std::min(bound, hi);
+            for (; j + 4 * L <= e; j += 4 * L) {
                 vv.store(dst + j);
-                continue;
+                vv.store(dst + j + L);
+                vv.store(dst + j + 2 * L);
+                vv.store(dst + j + 3 * L);
             }
-            const V next = V::splat(bound < hi ? value(g, c + 1) : T(0));
+            for (; j + L <= e; j += L) vv.store(dst + j);
+            if (j + L > hi) break;
+            // The vector that plane c's end splits (bound < j + L <= hi).
+            const V next = V::splat(value(g, c + 1));
             V::front_blend(vv, next, static_cast<std::size_t>(bound - j)).store(dst + j);
+            j += L;
             ++c;
             bound += n_;
             vv = next;
