@@ -1038,6 +1038,14 @@ private:
         if constexpr (std::is_same<M, T>::value) {
             if (n >= L) {
                 index_t i = 0;
+                // (Four a turn, as backward_cf_global's fill: a one-vector loop's speed
+                // depended on where it lay in the code.)
+                for (; i + 4 * L <= n; i += 4 * L) {
+                    V::load(pattern + i).store(dst + i);
+                    V::load(pattern + i + L).store(dst + i + L);
+                    V::load(pattern + i + 2 * L).store(dst + i + 2 * L);
+                    V::load(pattern + i + 3 * L).store(dst + i + 3 * L);
+                }
                 for (; i + L <= n; i += L) V::load(pattern + i).store(dst + i);
                 if (i < n) V::load(pattern + n - L).store(dst + n - L);
                 return;
