@@ -387,6 +387,24 @@ enum class backward_order { best, slots, ring, per_row };
 /// An input row whose covering outputs equal the previous row's copies that row (a slab for
 /// R = 3); windows covering every axis but the first whole take one value per first-axis
 /// input (plane_whole); global pools are backward_cf_global's fill.
+/// Stores v over the whole vectors of dst[0, n) and returns how many elements that is (n
+/// rounded down to v's width). Four stores a turn: a loop of one ran at one store a cycle or
+/// one per two by where it lay in the code (a 64-byte line boundary inside it: the bench's
+/// global backward rows were 2x apart between builds of unchanged code, session 49).
+template <class V, class T>
+index_t store_whole_vectors(V v, T* dst, index_t n) noexcept {
+    constexpr index_t L = static_cast<index_t>(V::width);
+    index_t i = 0;
+    for (; i + 4 * L <= n; i += 4 * L) {
+        v.store(dst + i);
+        v.store(dst + i + L);
+        v.store(dst + i + 2 * L);
+        v.store(dst + i + 3 * L);
+    }
+    for (; i + L <= n; i += L) v.store(dst + i);
+    return i;
+}
+
 template <class T, std::size_t R>
 class backward_cf {
     using V = vec<T>;
@@ -525,14 +543,7 @@ private:
     // stores and 9 scalar ones became 11 vector stores).
     static void fill(T* dst, index_t n, T v) noexcept {
         const V vv = V::splat(v);
-        index_t i = 0;
-        for (; i + 4 * L <= n; i += 4 * L) {  // (four a turn, as backward_cf_global's fill)
-            vv.store(dst + i);
-            vv.store(dst + i + L);
-            vv.store(dst + i + 2 * L);
-            vv.store(dst + i + 3 * L);
-        }
-        for (; i + L <= n; i += L) vv.store(dst + i);
+        index_t i = store_whole_vectors(vv, dst, n);
         if (i == n) return;
         if (n >= L) {
             vv.store(dst + n - L);
@@ -1044,8 +1055,7 @@ private:
         if constexpr (std::is_same<M, T>::value) {
             if (n >= L) {
                 index_t i = 0;
-                // (Four a turn, as backward_cf_global's fill: a one-vector loop's speed
-                // depended on where it lay in the code.)
+                // (Four a turn, as store_whole_vectors() and for its reason.)
                 for (; i + 4 * L <= n; i += 4 * L) {
                     V::load(pattern + i).store(dst + i);
                     V::load(pattern + i + L).store(dst + i + L);
@@ -1138,17 +1148,8 @@ private:
         index_t c = j / n_, bound = (c + 1) * n_;  // plane c ends at bound
         V vv = V::splat(j < hi ? value(g, c) : T(0));
         while (j + L <= hi) {
-            // The vectors that hold plane c alone, four stores a turn: with one a turn, the
-            // loop ran at one store per cycle or one per two by where the code happened to
-            // lie (a 64-byte line boundary inside it; bench rows of global pools 2x apart).
-            const index_t e = std::min(bound, hi);
-            for (; j + 4 * L <= e; j += 4 * L) {
-                vv.store(dst + j);
-                vv.store(dst + j + L);
-                vv.store(dst + j + 2 * L);
-                vv.store(dst + j + 3 * L);
-            }
-            for (; j + L <= e; j += L) vv.store(dst + j);
+            // The vectors that hold plane c alone.
+            j += store_whole_vectors(vv, dst + j, std::min(bound, hi) - j);
             if (j + L > hi) break;
             // The vector that plane c's end splits (bound < j + L <= hi).
             const V next = V::splat(value(g, c + 1));
