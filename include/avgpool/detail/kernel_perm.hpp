@@ -609,33 +609,37 @@ private:
                              AVGPOOL_INLINE_LAMBDA {
             const __m512 scale = rdiv != nullptr ? _mm512_maskz_loadu_ps(k.keep, rdiv + k.o0) : _mm512_set1_ps(1.0f);
             const index_t from = off[0] + k.base;  // (the row table of a 1-D plan is {0})
-            const M* x = in + cb * xs + from;
-            M* y = out + cb * os + k.o0;
+            // Plane c's row and output, formed from c each time: stepping one pointer per
+            // plane would leave it past the tensor's end after the last plane (undefined
+            // pointer arithmetic); GCC and clang strength-reduce this to the same loop.
+            auto xp = [&](index_t c) AVGPOOL_INLINE_LAMBDA { return in + c * xs + from; };
+            auto yp = [&](index_t c) AVGPOOL_INLINE_LAMBDA { return out + c * os + k.o0; };
             const bool both = k.hi != 0;
             index_t c = cb;
             if constexpr (split) {  // 32 values a plane, split (one row, no vertical sum)
                 __m512 e, d;
-                for (const index_t whole = unmasked_planes(cb, ce, 32, from); c < whole; ++c, x += xs, y += os) {
-                    split_bf16(_mm512_loadu_si512(x), e, d);
-                    masked_store(y, k.keep, _mm512_fmadd_ps(across(e, d, ix, mk), scale, z));
+                for (const index_t whole = unmasked_planes(cb, ce, 32, from); c < whole; ++c) {
+                    split_bf16(_mm512_loadu_si512(xp(c)), e, d);
+                    masked_store(yp(c), k.keep, _mm512_fmadd_ps(across(e, d, ix, mk), scale, z));
                 }
-                for (; c < ce; ++c, x += xs, y += os) {
-                    split_bf16(_mm512_maskz_loadu_epi16(k.both, x), e, d);
-                    masked_store(y, k.keep, _mm512_fmadd_ps(across(e, d, ix, mk), scale, z));
+                for (; c < ce; ++c) {
+                    split_bf16(_mm512_maskz_loadu_epi16(k.both, xp(c)), e, d);
+                    masked_store(yp(c), k.keep, _mm512_fmadd_ps(across(e, d, ix, mk), scale, z));
                 }
                 return;
             }
             const index_t whole = unmasked_planes(cb, ce, both ? 32 : 16, from);
             if (both) {
-                for (; c < whole; ++c, x += xs, y += os)
-                    masked_store(y, k.keep, _mm512_fmadd_ps(across(full_load(x), full_load(x + 16), ix, mk), scale, z));
+                for (; c < whole; ++c)
+                    masked_store(yp(c), k.keep,
+                                 _mm512_fmadd_ps(across(full_load(xp(c)), full_load(xp(c) + 16), ix, mk), scale, z));
             } else {
-                for (; c < whole; ++c, x += xs, y += os)
-                    masked_store(y, k.keep, _mm512_fmadd_ps(across(full_load(x), z, ix, mk), scale, z));
+                for (; c < whole; ++c)
+                    masked_store(yp(c), k.keep, _mm512_fmadd_ps(across(full_load(xp(c)), z, ix, mk), scale, z));
             }
-            for (; c < ce; ++c, x += xs, y += os) {
-                const __m512 a = masked_load(k.lo, x), b = both ? masked_load(k.hi, x + 16) : z;
-                masked_store(y, k.keep, _mm512_fmadd_ps(across(a, b, ix, mk), scale, z));
+            for (; c < ce; ++c) {
+                const __m512 a = masked_load(k.lo, xp(c)), b = both ? masked_load(k.hi, xp(c) + 16) : z;
+                masked_store(yp(c), k.keep, _mm512_fmadd_ps(across(a, b, ix, mk), scale, z));
             }
         };
         // Longer rows: chunk by chunk, each with its own tables.
