@@ -1,5 +1,6 @@
 // The stride-2 row kernel (kernel_stride2.hpp; AVX2 builds): channels-first float planes with
-// rows of 9 to 32 inputs, stride 2 on the last axis, 2x2, 3x3 and 5x5 windows.
+// rows of 9 to 32 inputs, stride 2 on the last axis, 2x2, 3x3 and 5x5 windows, and rows of 7
+// or 8 under 3x3 windows padded by 1 (the narrow path).
 #include <gtest/gtest.h>
 
 #include <avgpool/avgpool.hpp>
@@ -172,6 +173,67 @@ void s2_suite(int cases, int& ran) {
     }
 }
 
+// A random plan for the narrow rows: 7 or 8 columns, 3 taps from column -1 at stride 2;
+// outer axes with 3-row windows (or 1, a slice of a 3-D pool) at any stride and padding, or,
+// with `square` (R = 2), the first axis pooled as the rows (7x7 and 8x8 planes).
+template <std::size_t R>
+avgpool::pool_attrs<R> narrow_attrs(std::mt19937_64& gen, avgpool::dims<R + 2>& shape, bool square) {
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    avgpool::pool_attrs<R> a;
+    shape[0] = pick(1, 3);
+    shape[1] = pick(1, 40);
+    const std::size_t flat_axis = R == 3 ? static_cast<std::size_t>(pick(0, 1)) : R;
+    for (std::size_t ax = 0; ax < R; ++ax) {
+        const bool slice = ax == flat_axis, last = ax + 1 == R;
+        a.kernel[ax] = slice ? 1 : 3;
+        a.pads_begin[ax] = slice ? 0 : last ? 1 : pick(0, 2);
+        a.pads_end[ax] = slice ? 0 : pick(0, 2);
+        a.strides[ax] = last ? 2 : pick(1, 3);
+        shape[ax + 2] = last ? pick(7, 8) : pick(slice ? 1 : 3, 12);
+    }
+    if (square && R == 2) {
+        a.strides[0] = 2;
+        a.pads_begin[0] = 1;
+        shape[2] = shape[3];
+    }
+    a.rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
+    a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
+    a.divisor_override = pick(0, 5) == 0 ? pick(1, 30) : 0;
+    a.empty_window_nan = pick(0, 1) == 1;
+    return a;
+}
+
+template <std::size_t R>
+void s2_narrow_suite(int cases, int& ran, int& square) {
+    std::mt19937_64 gen(0x5e2d7 + R);
+    for (int c = 0; c < cases; ++c) {
+        avgpool::dims<R + 2> shape{};
+        const avgpool::pool_attrs<R> a = narrow_attrs<R>(gen, shape, c % 2 == 0);
+        auto plan = avgpool::pooling<R>::create(shape, a);
+        if (!plan) continue;
+        const auto& d = dt::plan_access::data(*plan);
+        if (!dt::s2_applicable<float, R>(d)) continue;
+        ++ran;
+        if (dt::s2_kernel<R>(d, dt::pool_op::average).narrow_square()) ++square;
+        SCOPED_TRACE(avgpool_test::describe<R>(shape, a, "stride-2 kernel, narrow rows"));
+        s2_check<R>(*plan, gen, c % 3 == 1);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
+TEST(Stride2Kernel, NarrowRowsMatchReference) {
+    int ran2 = 0, square = 0, ran3 = 0, square3 = 0;
+    s2_narrow_suite<2>(avgpool_test::sweep(200), ran2, square);
+    if (HasFatalFailure()) return;
+    s2_narrow_suite<3>(avgpool_test::sweep(60), ran3, square3);
+    std::printf("[          ] %d (%d whole 7x7 or 8x8 planes) and %d random plans of R = 2, 3 took the narrow rows\n",
+                ran2, square, ran3);
+    EXPECT_GT(ran2, avgpool_test::sweep(200) / 4);
+    EXPECT_GT(square, avgpool_test::sweep(200) / 10);
+    EXPECT_GT(ran3, avgpool_test::sweep(60) / 4);
+    EXPECT_EQ(square3, 0);
+}
+
 TEST(Stride2Kernel, MatchesReference) {
     int ran2 = 0, ran3 = 0;
     s2_suite<2>(avgpool_test::sweep(300), ran2);
@@ -205,8 +267,11 @@ TEST(Stride2Kernel, ChosenWhereItApplies) {
     EXPECT_TRUE(takes(32, 5, 2, 1));
     EXPECT_FALSE(takes(14, 3, 1, 2));  // dilation
     EXPECT_FALSE(takes(14, 4, 1, 1));  // a window it has no code for
-    EXPECT_FALSE(takes(7, 3, 1, 1));   // 7x7: the tile kernel
-    EXPECT_FALSE(takes(8, 3, 0, 1));
+    EXPECT_TRUE(takes(7, 3, 1, 1));  // the narrow rows (ShuffleNet's 7x7)
+    EXPECT_TRUE(takes(8, 3, 1, 1));
+    EXPECT_FALSE(takes(8, 3, 0, 1));  // 3 outputs
+    EXPECT_FALSE(takes(8, 2, 0, 1));
+    EXPECT_FALSE(takes(6, 3, 1, 1));
     EXPECT_FALSE(takes(33, 3, 1, 1));  // rows of three chunks (the block kernel is faster there)
     EXPECT_FALSE(takes(56, 3, 1, 1));
     // Backward takes rows of up to four chunks.
@@ -217,6 +282,7 @@ TEST(Stride2Kernel, ChosenWhereItApplies) {
     for (index_t w : {9, 28, 33, 56, 64}) EXPECT_TRUE(takes_backward(w, 3, 1)) << w;
     EXPECT_TRUE(takes_backward(56, 2, 0));
     EXPECT_FALSE(takes_backward(65, 3, 1));
+    EXPECT_FALSE(takes_backward(7, 3, 1));  // (the narrow rows: forward only)
     EXPECT_FALSE(takes_backward(112, 2, 0));
     auto plan = plan_of(14, 3, 1, 1);
     ASSERT_TRUE(plan);
@@ -413,7 +479,7 @@ TEST(Stride2Kernel, ReadsAndWritesNothingPastTheTensors) {
     };
     const index_t windows[][2] = {{2, 0}, {3, 1}, {3, 0}, {5, 2}};
     for (const auto& win : windows)
-        for (index_t w : {9, 13, 16, 17, 22, 28, 32, 33, 40, 49, 56, 64}) {
+        for (index_t w : {7, 8, 9, 13, 16, 17, 22, 28, 32, 33, 40, 49, 56, 64}) {
         avgpool::pool_attrs<2> a;
         a.kernel = {win[0], win[0]};
         a.strides = {2, 2};
@@ -423,7 +489,8 @@ TEST(Stride2Kernel, ReadsAndWritesNothingPastTheTensors) {
         const auto& d = dt::plan_access::data(*plan);
         const std::size_t n = static_cast<std::size_t>(plan->input_size()), on = static_cast<std::size_t>(plan->output_size());
         if (w <= 32 && !dt::s2_applicable<float, 2>(d)) {
-            EXPECT_LT(d.geometry.output[1], 4) << "k " << win[0] << " row " << w << ": expected the kernel";
+            EXPECT_TRUE(w < 9 || d.geometry.output[1] < 4) << "k " << win[0] << " row " << w << ": expected the kernel";
+            EXPECT_TRUE(w >= 9 || win[0] != 3 || win[1] != 1) << "row " << w << ": expected the narrow rows";
             continue;
         }
         if (w <= 32) {  // (rows of three and four chunks: backward only)

@@ -20,9 +20,11 @@
 // of the quotient makes such zeros +0 either way), and the quotient is the sum times the same
 // reciprocal: on the planes both take, the results are the tile kernel's, bit for bit. (For
 // R = 3 a window's rows are one sum, where the tile kernel sums each axis in turn.)
-// Backward (s2_backward, below) is the transpose on the same planes and on rows of up to 64
-// (ShuffleNet's and DenseNet's 56x56): output rows divided and expanded along the row with the
-// same permutes, input rows summed from them.
+// Rows of 7 or 8 columns under a 3x3 window padded by 1 (ShuffleNet's 7x7 planes, 4 outputs a
+// row) take a path of their own (s2_kernel::narrow): two output rows share a vector.
+// Backward (s2_backward, below) is the transpose on the same planes of 9 columns and more and
+// on rows of up to 64 (ShuffleNet's and DenseNet's 56x56): output rows divided and expanded
+// along the row with the same permutes, input rows summed from them.
 #ifndef AVGPOOL_DETAIL_KERNEL_STRIDE2_HPP
 #define AVGPOOL_DETAIL_KERNEL_STRIDE2_HPP
 
@@ -49,9 +51,11 @@ namespace detail {
 constexpr index_t s2_max_rows = 5;
 constexpr index_t s2_max_taps = 5;
 // Rows of s2_min_width columns and more, in chunks of 16 columns (8 outputs), at most
-// s2_max_chunks of them. On 7x7 planes (4 outputs in 8 lanes) the tile kernel was as fast
-// (10.5-11.4 us either way for 576 planes, 3x3); with four chunks (56x56) the registers ran
-// out and the block kernel was faster (25 against 33 us for 24 planes, 3x3).
+// s2_max_chunks of them. On 7x7 planes (4 outputs in 8 lanes) chunks were no faster than the
+// tile kernel (10.5-11.4 us either way for 576 planes, 3x3): those rows take the narrow path
+// (s2_kernel::narrow, two output rows a vector: 0.25x the tile kernel's time, paired
+// harness); with four chunks (56x56) the registers ran out and the block kernel was faster
+// (25 against 33 us for 24 planes, 3x3).
 constexpr index_t s2_min_width = 9;
 static_assert(s2_min_width >= 9, "s2_kernel::run loads a one-chunk row's first vector whole");
 constexpr index_t s2_max_chunks = 2;
@@ -79,9 +83,16 @@ constexpr int s2_pattern(index_t rows, index_t k, index_t d, index_t pl) noexcep
     return -1;
 }
 
+/// Rows of 7 or 8 columns that s2_kernel::narrow takes: 3 taps from column -1 at stride 2,
+/// 4 outputs (the windows -1 .. 1, 1 .. 3, 3 .. 5, 5 .. 7, column 7 of a 7-wide row padding).
+constexpr bool s2_narrow(index_t W, index_t Wo, index_t k, index_t d, index_t pl) noexcept {
+    return (W == 7 || W == 8) && Wo == 4 && k == 3 && d == 1 && pl == 1;
+}
+
 /// Whether the geometry suits the stride-2 row kernel (float storage, AVX2 builds only): the
 /// last axis at stride 2 with rows of one to max_chunks chunks (two for the forward kernel,
-/// s2_backward_max_chunks for backward) and at least 4 outputs a chunk, whose
+/// s2_backward_max_chunks for backward) and at least 4 outputs a chunk, or the narrow rows of
+/// s2_narrow, whose
 /// windows are the kernel's taps 2 o - pad + t inside the row (what a non-adaptive window is),
 /// and a window s2_pattern names.
 template <std::size_t R>
@@ -95,7 +106,8 @@ bool s2_geometry(const plan_data<R>& p, index_t max_chunks = s2_max_chunks) noex
     // Rows of at least 4 outputs a chunk: a row's last whole vector then spills into the next
     // row only (s2_kernel stores whole vectors but in a call's last row).
     const index_t chunks = s2_chunks(W, Wo);
-    if (g.strides[R - 1] != 2 || W < s2_min_width || chunks < 1 || chunks > max_chunks || Wo < 4 * chunks ||
+    // (s2_backward_geometry turns the narrow rows away: s2_backward has no such path.)
+    if (g.strides[R - 1] != 2 || (W < s2_min_width && !s2_narrow(W, Wo, k, d, pl)) || chunks < 1 || chunks > max_chunks || Wo < 4 * chunks ||
         k < 1 || k > s2_max_taps)
         return false;
     const window* w = p.axis(R - 1);
@@ -175,6 +187,17 @@ public:
         nc_ = s2_chunks(W, Wo_);
         mask_lo_ = W < 16 * nc_ - 8;
         pattern_ = s2_pattern(static_cast<index_t>(p.perm_rows.size()) / nr_, k, g.dilations[R - 1], pl);
+        narrow_ = W < s2_min_width;  // (s2_geometry admits only s2_narrow's rows there)
+        W_ = W;
+        // Narrow planes pooled alike down (rows: s2_narrow's windows on the first axis too).
+        if constexpr (R == 2) {
+            const window* w0 = p.axis(0);
+            square_ = narrow_ && s2_narrow(g.input[0], g.output[0], g.kernel[0], g.dilations[0], g.pads_begin[0]) &&
+                      g.strides[0] == 2 && g.input[0] == W;
+            for (index_t o = 0; square_ && o < 4; ++o)
+                square_ = w0[o].first == std::max<index_t>(0, 2 * o - 1) &&
+                          w0[o].count == std::min<index_t>(2 * o + 2, g.input[0]) - std::max<index_t>(0, 2 * o - 1);
+        }
         // The last chunk's two vectors: the columns inside the row.
         for (index_t l = 0; l < 16; ++l) tail_[l] = 16 * (nc_ - 1) + l < W ? -1 : 0;
         for (index_t c = 0; c < nc_; ++c)
@@ -193,7 +216,8 @@ public:
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
     void run(const float* in, float* out, index_t item_begin, index_t item_end) const {
-        // (Rows of one chunk are at least 9 wide: their first vector is always whole.)
+        if (narrow_) return narrow(in, out, item_begin, item_end);
+        // (Other rows of one chunk are at least 9 wide: their first vector is always whole.)
         switch (pattern_ * 3 + (nc_ == 1 ? 0 : mask_lo_ ? 2 : 1)) {
             case 0: return rows<2, 2, 0, 1, false>(in, out, item_begin, item_end);
             case 1: return rows<2, 2, 0, 2, false>(in, out, item_begin, item_end);
@@ -210,6 +234,9 @@ public:
             default: return;  // (s2_geometry admits only the cases above)
         }
     }
+
+    /// Whether run() takes narrow rows' whole-plane path (7x7 or 8x8 planes; for the tests).
+    bool narrow_square() const noexcept { return square_; }
 
 private:
 
@@ -290,10 +317,119 @@ private:
         }
     }
 
+    // s2_narrow's rows (7 or 8 columns, 4 outputs): output rows a and b of a pair are summed
+    // down their windows' rows into one vector each (a 7-wide row's 8th lane is the next
+    // row's first column, zeroed below); shufps gathers their even columns into X and their odd
+    // ones into Y, lanes a0 a2 b0 b2 | a4 a6 b4 b6 and a1 a3 b1 b3 | a5 a7 b5 b7, so that
+    // output j of each row sits at the same lane of X (column 2 j), Y (2 j + 1) and Z, Y moved
+    // by one column (2 j - 1; zero at j = 0, the padding). Z + X + Y sums the taps in order,
+    // as the other kernels do, and one 64-bit permute puts a's 4 outputs before b's: the two
+    // rows' 8 outputs, contiguous in the output plane. Two shuffles, two permutes and two
+    // masks for 8 outputs, where the tile kernel transposed every plane there and back.
+    struct narrow_lanes {
+        __m256 ymask, zmask;
+        __m256i zidx;
+    };
+    narrow_lanes narrow_setup() const noexcept {
+        // Y's lanes 5 and 7 are column 7: padding in 7-wide rows (the next row's value there).
+        return {_mm256_castsi256_ps(W_ == 7 ? _mm256_setr_epi32(-1, -1, -1, -1, -1, 0, -1, 0) : _mm256_set1_epi32(-1)),
+                _mm256_castsi256_ps(_mm256_setr_epi32(0, -1, 0, -1, -1, -1, -1, -1)),
+                _mm256_setr_epi32(5, 0, 7, 2, 1, 4, 3, 6)};
+    }
+    // Output rows a and b (their vertical sums), unscaled, a's 4 outputs then b's.
+    static AVGPOOL_ALWAYS_INLINE __m256 narrow_pair(__m256 a, __m256 b, const narrow_lanes& k) noexcept {
+        const __m256 x = _mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0));
+        const __m256 y = _mm256_and_ps(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1)), k.ymask);
+        const __m256 z = _mm256_and_ps(_mm256_permutevar8x32_ps(y, k.zidx), k.zmask);
+        const __m256 s = _mm256_add_ps(_mm256_add_ps(z, x), y);
+        return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(s), _MM_SHUFFLE(3, 1, 2, 0)));
+    }
+
+    void narrow(const float* in, float* out, index_t item_begin, index_t item_end) const {
+        // A 7-wide plane's last row reads one value past the plane: masked loads in the
+        // tensor's last plane, where that would pass the tensor's end.
+        if (item_begin >= item_end) return;
+        const index_t planes = p_.input_shape[0] * p_.input_shape[1];
+        const index_t fast_end = W_ == 7 && item_end == planes ? item_end - 1 : item_end;
+        if (square_) {
+            if (average_) {
+                square<true>(in, out, item_begin, fast_end);
+            } else {
+                square<false>(in, out, item_begin, fast_end);
+            }
+        } else {
+            narrow_rows<false>(in, out, item_begin, fast_end, item_end);
+        }
+        narrow_rows<true>(in, out, fast_end, item_end, item_end);
+    }
+
+    // Planes of 7 or 8 rows pooled the same way down (3 rows at stride 2 from row -1): each
+    // plane is 7 or 8 row loads and two pairs, 16 outputs in two whole stores.
+    template <bool Average>
+    void square(const float* in, float* out, index_t item_begin, index_t item_end) const {
+        const narrow_lanes k = narrow_setup();
+        const index_t xs = xs_, W = W_;
+        const bool eight = xs == 64;
+        const float* const rdiv = p_.template plane_reciprocals<float>();
+        const vec<float> d0 = vec<float>::load(rdiv), d1 = vec<float>::load(rdiv + 8);
+        for (index_t item = item_begin; item < item_end; ++item) {
+            const float* const x = in + item * xs;
+            float* const y = out + item * 16;
+            const __m256 r1 = _mm256_loadu_ps(x + W), r3 = _mm256_loadu_ps(x + 3 * W), r5 = _mm256_loadu_ps(x + 5 * W);
+            const __m256 a = _mm256_add_ps(_mm256_loadu_ps(x), r1);
+            const __m256 b = _mm256_add_ps(_mm256_add_ps(r1, _mm256_loadu_ps(x + 2 * W)), r3);
+            const __m256 c = _mm256_add_ps(_mm256_add_ps(r3, _mm256_loadu_ps(x + 4 * W)), r5);
+            __m256 d = _mm256_add_ps(r5, _mm256_loadu_ps(x + 6 * W));
+            if (eight) d = _mm256_add_ps(d, _mm256_loadu_ps(x + 7 * W));
+            const vec<float> lo{narrow_pair(a, b, k)}, hi{narrow_pair(c, d, k)};
+            _mm256_storeu_ps(y, (Average ? scale_plus_zero(lo, d0) : plus_zero(lo)).v);
+            _mm256_storeu_ps(y + 8, (Average ? scale_plus_zero(hi, d1) : plus_zero(hi)).v);
+        }
+    }
+
+    // Any other rows down the plane, through the row table; Guard: masked loads (nothing
+    // past the row). call_end: the call's last plane, past which nothing may be stored.
+    template <bool Guard>
+    void narrow_rows(const float* in, float* out, index_t item_begin, index_t item_end, index_t call_end) const {
+        constexpr int KV = 3;  // (s2_pattern: a 3x3 window's rows)
+        const narrow_lanes k = narrow_setup();
+        const index_t* const table = p_.perm_rows.data();
+        const float* const rdiv = p_.template plane_reciprocals<float>();
+        const index_t nr = nr_, xs = xs_, os = os_;
+        const __m256i row_mask = W_ == 7 ? _mm256_setr_epi32(-1, -1, -1, -1, -1, -1, -1, 0) : _mm256_set1_epi32(-1);
+        const __m256i half = _mm256_setr_epi32(-1, -1, -1, -1, 0, 0, 0, 0);
+        for (index_t item = item_begin; item < item_end; ++item) {
+            const float* const plane = in + item * xs;
+            float* const dst = out + item * os;
+            auto down = [&](index_t r) AVGPOOL_INLINE_LAMBDA {
+                const index_t* const rr = table + r * KV;
+                __m256 sum = _mm256_setzero_ps();
+                unrolled<KV>([&](auto i) AVGPOOL_INLINE_LAMBDA {
+                    const float* src = rr[i] >= 0 ? plane + rr[i] : s2_zeros;
+                    const __m256 a = Guard ? _mm256_maskload_ps(src, row_mask) : _mm256_loadu_ps(src);
+                    sum = i == 0 ? a : _mm256_add_ps(sum, a);
+                });
+                return sum;
+            };
+            for (index_t r = 0; r < nr; r += 2) {
+                vec<float> v{narrow_pair(down(r), r + 1 < nr ? down(r + 1) : _mm256_setzero_ps(), k)};
+                const index_t at = r * 4;
+                v = average_ ? scale_plus_zero(v, vec<float>::load(rdiv + at)) : plus_zero(v);
+                // An odd last row's 4 spare lanes land on the next plane, stored after this
+                // one, but in the call's last plane.
+                if (r + 1 < nr || item + 1 < call_end) {
+                    _mm256_storeu_ps(dst + at, v.v);
+                } else {
+                    _mm256_maskstore_ps(dst + at, half, v.v);
+                }
+            }
+        }
+    }
+
     const plan_data<R>& p_;
     bool average_;
-    index_t Wo_ = 1, xs_ = 0, os_ = 0, nr_ = 1, nc_ = 1;
-    bool mask_lo_ = false;
+    index_t Wo_ = 1, W_ = 1, xs_ = 0, os_ = 0, nr_ = 1, nc_ = 1;
+    bool mask_lo_ = false, narrow_ = false, square_ = false;
     int pattern_ = -1;
     alignas(32) std::int32_t tail_[16] = {};
     alignas(32) std::int32_t store_[4][8] = {};
@@ -309,7 +445,9 @@ constexpr index_t s2_backward_rows = 256;
 /// whose expanded output rows fit the kernel's buffer, with the plan's backward row tables.
 template <std::size_t R>
 bool s2_backward_geometry(const plan_data<R>& p) noexcept {
-    if (!AVGPOOL_STRIDE2_KERNEL || p.bw_rows.empty() || !s2_geometry<R>(p, s2_backward_max_chunks)) return false;
+    if (!AVGPOOL_STRIDE2_KERNEL || p.bw_rows.empty() || p.geometry.input[R - 1] < s2_min_width ||
+        !s2_geometry<R>(p, s2_backward_max_chunks))
+        return false;
     const index_t Wo = p.geometry.output[R - 1];
     return p.output_spatial_volume() / Wo * s2_chunks(p.geometry.input[R - 1], Wo) <= s2_backward_rows;
 }

@@ -2,7 +2,8 @@
 // SPDX-License-Identifier: MIT
 //
 // The channel-tile kernel, for channels-first tensors of many small planes (ShuffleNet's
-// stride-2 3x3 pools on 7x7 and 14x14). There a row is shorter than two vectors and the row
+// stride-2 3x3 pools on 7x7 and 14x14, where no row kernel of this build and element type
+// takes them, and their backward). There a row is shorter than two vectors and the row
 // kernels spend most of their time setting rows up. This kernel transposes P planes (a vector
 // of channels, or a cache line's worth) into a tile where each spatial position is P
 // contiguous values, whole vectors, sums with no edge cases, and transposes the results back
