@@ -255,16 +255,20 @@ private:
             idx[t] = s2_lanes(tap_[t].idx);
             other[t] = _mm256_castsi256_ps(s2_lanes(tap_[t].other));
         }
+        // The members in locals: the stores may alias them, which would reload them every row.
+        const index_t nr = nr_, xs = xs_, os = os_, Wo = Wo_;
+        const bool average = average_;
         for (index_t item = item_begin; item < item_end; ++item) {
-            const float* const plane = in + item * xs_;
-            float* const dst = out + item * os_;
-            for (index_t r = 0; r < nr_; ++r) {
+            const float* const plane = in + item * xs;
+            float* const dst = out + item * os;
+            // Output row r. Full: its window has KV rows (the table has no -1), as most rows.
+            auto row = [&](index_t r, auto full) AVGPOOL_INLINE_LAMBDA {
                 // The window's rows (-1: a shorter window's padding, read as zeros), summed per
                 // vector; the last chunk's vectors are masked loads (nothing past the row).
                 const index_t* const rr = table + r * KV;
                 __m256 sum[NV];
                 unrolled<KV>([&](auto i) AVGPOOL_INLINE_LAMBDA {
-                    const float* src = rr[i] >= 0 ? plane + rr[i] : s2_zeros;
+                    const float* src = full || rr[i] >= 0 ? plane + rr[i] : s2_zeros;
                     unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA {
                         const __m256 a = v + 2 < NV || (v + 2 == NV && !MASK_LO)
                                              ? _mm256_loadu_ps(src + 8 * v)
@@ -278,7 +282,7 @@ private:
                     even[c] = _mm256_shuffle_ps(sum[2 * c], sum[2 * c + 1], _MM_SHUFFLE(2, 0, 2, 0));
                     odd[c] = _mm256_shuffle_ps(sum[2 * c], sum[2 * c + 1], _MM_SHUFFLE(3, 1, 3, 1));
                 });
-                const bool last_row = r + 1 == nr_ && item + 1 == item_end;
+                const bool last_row = r + 1 == nr && item + 1 == item_end;
                 unrolled<NC>([&](auto c) AVGPOOL_INLINE_LAMBDA {
                     __m256 acc = _mm256_setzero_ps();
                     unrolled<K>([&](auto t) AVGPOOL_INLINE_LAMBDA {
@@ -303,8 +307,8 @@ private:
                         acc = t == 0 ? v : _mm256_add_ps(acc, v);
                     });
                     vec<float> v = in_order(vec<float>{acc});
-                    const index_t at = r * Wo_ + 8 * c;
-                    v = average_ ? scale_plus_zero(v, vec<float>::load(rdiv + at)) : plus_zero(v);
+                    const index_t at = r * Wo + 8 * c;
+                    v = average ? scale_plus_zero(v, vec<float>::load(rdiv + at)) : plus_zero(v);
                     // Whole vectors but in the call's last row: the spare lanes land on the
                     // next row, which is stored after this one.
                     if (!last_row) {
@@ -313,6 +317,13 @@ private:
                         _mm256_maskstore_ps(dst + at, s2_lanes(store_[c]), v.v);
                     }
                 });
+            };
+            for (index_t r = 0; r < nr; ++r) {
+                if (table[r * KV + KV - 1] >= 0) {
+                    row(r, std::true_type{});
+                } else {
+                    row(r, std::false_type{});
+                }
             }
         }
     }
