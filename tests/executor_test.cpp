@@ -612,6 +612,21 @@ bool permute_forward(const avgpool::detail::plan_data<R>& d, avgpool::detail::po
     (void)d, (void)op, (void)in, (void)out, (void)planes;
     return false;
 }
+// The stride-2 row kernel (AVX2 builds, float) over whole planes, where the split takes it.
+template <class T, std::size_t R>
+bool stride2_forward(const avgpool::detail::plan_data<R>& d, avgpool::detail::pool_op op, const T* in, T* out, index_t planes) {
+#if AVGPOOL_STRIDE2_KERNEL
+    if constexpr (std::is_same<T, float>::value) {
+        if (!avgpool::detail::s2_applicable<T, R>(d)) return false;
+        const avgpool::detail::s2_kernel<R> k(d, op);
+        if (!k.splits_rows()) return false;
+        k.run(in, out, 0, planes);
+        return true;
+    }
+#endif
+    (void)d, (void)op, (void)in, (void)out, (void)planes;
+    return false;
+}
 template <class T, std::size_t R>
 bool permute_backward(const avgpool::detail::plan_data<R>& d, const T* grad, T* grad_in, index_t planes) {
 #if AVGPOOL_PERM_KERNEL
@@ -628,8 +643,9 @@ bool permute_backward(const avgpool::detail::plan_data<R>& d, const T* grad, T* 
 // The row split computes each output with the same code as the whole-plane kernels: forward()
 // of a few-plane plan equals, bit for bit, the first whole-plane kernel the split takes, run
 // directly over whole planes: the permute kernel (AVX-512, rows up to 32 or in chunks at
-// stride 2), the 2x2 stride-2 kernel, the same-grid kernel (where its rows split), the block
-// kernel (rows up to 128 wide), the row kernel, else the reference. Both a thread pool and the
+// stride 2), the 2x2 stride-2 kernel, the same-grid kernel (where its rows split), the
+// stride-2 row kernel (AVX2, float, but narrow rows), the block kernel (rows up to 128 wide),
+// the row kernel, else the reference. Both a thread pool and the
 // uneven executor, whose pieces start on odd rows where the blocks do.
 template <class T, std::size_t R>
 void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>>& plan, const std::string& what) {
@@ -649,6 +665,7 @@ void expect_split_matches_whole_planes(const avgpool::result<avgpool::pooling<R>
             dt::pair_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
         } else if (dt::same_applicable<T, R>(d) && dt::same_kernel<T, R>(d, op).splits_rows()) {
             dt::same_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
+        } else if (stride2_forward<T, R>(d, op, in.data(), whole.data(), planes)) {
         } else if (dt::flat_split_applicable<T, R>(d)) {
             dt::flat_kernel<T, R>(d, op).run(in.data(), whole.data(), 0, planes);
         } else if (dt::cf_applicable<T, R>(d)) {

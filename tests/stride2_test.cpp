@@ -1,6 +1,7 @@
 // The stride-2 row kernel (kernel_stride2.hpp; AVX2 builds): channels-first float planes with
-// rows of 9 to 32 inputs, stride 2 on the last axis, 2x2, 3x3 and 5x5 windows, and rows of 7
-// or 8 under 3x3 windows padded by 1 (the narrow path).
+// rows of 9 to 64 inputs (rows of more than 32 streamed chunk by chunk), stride 2 on the last
+// axis, 2x2, 3x3 and 5x5 windows, and rows of 7 or 8 under 3x3 windows padded by 1 (the
+// narrow path).
 #include <gtest/gtest.h>
 
 #include <avgpool/avgpool.hpp>
@@ -31,9 +32,9 @@ namespace dt = avgpool::detail;
 
 // A random plan the kernel is meant for: rows of 5 to max_width at stride 2 with one of its
 // windows, any outer axes (stride, pads, rounding), any divisor rule, override and
-// empty-window mode. (The forward kernel takes rows up to 32, backward up to 64.)
+// empty-window mode. (Both kernels take rows up to 64.)
 template <std::size_t R>
-avgpool::pool_attrs<R> s2_attrs(std::mt19937_64& gen, avgpool::dims<R + 2>& shape, index_t max_width = 33) {
+avgpool::pool_attrs<R> s2_attrs(std::mt19937_64& gen, avgpool::dims<R + 2>& shape, index_t max_width = 66) {
     auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
     static const index_t windows[][2] = {{2, 0}, {3, 1}, {3, 0}, {5, 2}};  // (k, left pad)
     const auto& w = windows[pick(0, 3)];
@@ -138,9 +139,33 @@ void s2_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bool specia
                 << what << ": output " << i << " written by a call that does not own it (split at " << cut << " and "
                 << cut2 << ")";
         }
-        // The public API takes this kernel (unless few large planes go to a row kernel in
-        // blocks of rows, as any executor would): the same bits, also on two threads.
-        if (dt::plane_blocks(items, static_cast<index_t>(os) / d.geometry.output[R - 1], plan.input_size()).split()) continue;
+        // One plane by rows, in three calls (how the API splits few planes across threads):
+        // the same bits, nothing written outside a call's rows.
+        const index_t rows = static_cast<index_t>(os) / d.geometry.output[R - 1];
+        if (k.splits_rows()) {
+            const index_t plane = std::uniform_int_distribution<index_t>(0, items - 1)(gen);
+            const index_t r1 = std::uniform_int_distribution<index_t>(0, rows)(gen);
+            const index_t r2 = std::uniform_int_distribution<index_t>(r1, rows)(gen);
+            std::vector<float> by_rows(on + 16, 11.0f);
+            k.run_rows(in.data(), by_rows.data(), plane, r2, rows);
+            k.run_rows(in.data(), by_rows.data(), plane, 0, r1);
+            k.run_rows(in.data(), by_rows.data(), plane, r1, r2);
+            for (std::size_t i = 0; i < on + 16; ++i) {
+                const bool in_plane = i >= static_cast<std::size_t>(plane) * os && i < static_cast<std::size_t>(plane + 1) * os;
+                if (in_plane) {
+                    ASSERT_TRUE(same_value(by_rows[i], whole[i]))
+                        << what << " by rows, plane " << plane << " output " << i << ", split at rows " << r1 << " and " << r2;
+                } else {
+                    ASSERT_EQ(by_rows[i], 11.0f) << what << " by rows of plane " << plane << ": wrote output " << i;
+                }
+            }
+        }
+        // The public API takes this kernel (few large planes go by rows to the first row
+        // kernel that splits them, which is this one unless the 2x2 kernel takes the plan):
+        // the same bits, also on two threads.
+        if (dt::plane_blocks(items, rows, plan.input_size()).split() &&
+            (!k.splits_rows() || dt::pair_applicable<float, R>(d)))
+            continue;
         std::vector<float> api(on, 7.0f), threaded(on, 9.0f);
         if (op == dt::pool_op::average) {
             ASSERT_TRUE(plan.forward(in.data(), api.data()).ok());
@@ -157,7 +182,7 @@ void s2_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bool specia
 }
 
 template <std::size_t R>
-void s2_suite(int cases, int& ran) {
+void s2_suite(int cases, int& ran, int& streamed) {
     std::mt19937_64 gen(0x5e2d0 + R);
     for (int c = 0; c < cases; ++c) {
         avgpool::dims<R + 2> shape{};
@@ -167,6 +192,7 @@ void s2_suite(int cases, int& ran) {
         const auto& d = dt::plan_access::data(*plan);
         if (!dt::s2_applicable<float, R>(d)) continue;
         ++ran;
+        if (dt::s2_chunks(d.geometry.input[R - 1], d.geometry.output[R - 1]) > dt::s2_unrolled_chunks) ++streamed;
         SCOPED_TRACE(avgpool_test::describe<R>(shape, a, "stride-2 kernel"));
         s2_check<R>(*plan, gen, c % 2 == 1);
         if (::testing::Test::HasFatalFailure()) return;
@@ -235,13 +261,16 @@ TEST(Stride2Kernel, NarrowRowsMatchReference) {
 }
 
 TEST(Stride2Kernel, MatchesReference) {
-    int ran2 = 0, ran3 = 0;
-    s2_suite<2>(avgpool_test::sweep(300), ran2);
+    int ran2 = 0, ran3 = 0, streamed2 = 0, streamed3 = 0;
+    s2_suite<2>(avgpool_test::sweep(300), ran2, streamed2);
     if (HasFatalFailure()) return;
-    s2_suite<3>(avgpool_test::sweep(150), ran3);
-    std::printf("[          ] %d and %d random plans of R = 2, 3 took the kernel\n", ran2, ran3);
+    s2_suite<3>(avgpool_test::sweep(150), ran3, streamed3);
+    std::printf("[          ] %d and %d random plans of R = 2, 3 took the kernel (%d and %d with rows streamed)\n", ran2,
+                ran3, streamed2, streamed3);
     EXPECT_GT(ran2, avgpool_test::sweep(300) / 2);
     EXPECT_GT(ran3, avgpool_test::sweep(150) / 2);
+    EXPECT_GT(streamed2, avgpool_test::sweep(300) / 8);
+    EXPECT_GT(streamed3, avgpool_test::sweep(150) / 8);
 }
 
 // The kernel's windows on ShuffleNet's and DenseNet's planes go through it, and a dilation, a
@@ -272,8 +301,11 @@ TEST(Stride2Kernel, ChosenWhereItApplies) {
     EXPECT_FALSE(takes(8, 3, 0, 1));  // 3 outputs
     EXPECT_FALSE(takes(8, 2, 0, 1));
     EXPECT_FALSE(takes(6, 3, 1, 1));
-    EXPECT_FALSE(takes(33, 3, 1, 1));  // rows of three chunks (the block kernel is faster there)
-    EXPECT_FALSE(takes(56, 3, 1, 1));
+    for (index_t w : {33, 50, 56, 64}) EXPECT_TRUE(takes(w, 3, 1, 1)) << w;  // streamed chunks
+    EXPECT_TRUE(takes(57, 5, 2, 1));
+    EXPECT_FALSE(takes(65, 3, 1, 1));  // rows of five chunks
+    EXPECT_FALSE(takes(56, 2, 0, 1));  // whole 2x2 blocks past two chunks: the 2x2 kernel
+    EXPECT_TRUE(takes(28, 2, 0, 1));
     // Backward takes rows of up to four chunks.
     auto takes_backward = [&](index_t w, index_t k, index_t pad) {
         auto plan = plan_of(w, k, pad, 1);
@@ -379,7 +411,7 @@ void s2_backward_suite(int cases, int& ran, int& streamed, int& wide) {
     std::mt19937_64 gen(0xb5e2d0 + R);
     for (int c = 0; c < cases; ++c) {
         avgpool::dims<R + 2> shape{};
-        const avgpool::pool_attrs<R> a = s2_attrs<R>(gen, shape, 66);
+        const avgpool::pool_attrs<R> a = s2_attrs<R>(gen, shape);
         auto plan = avgpool::pooling<R>::create(shape, a);
         if (!plan) continue;
         const auto& d = dt::plan_access::data(*plan);
@@ -488,12 +520,12 @@ TEST(Stride2Kernel, ReadsAndWritesNothingPastTheTensors) {
         ASSERT_TRUE(plan);
         const auto& d = dt::plan_access::data(*plan);
         const std::size_t n = static_cast<std::size_t>(plan->input_size()), on = static_cast<std::size_t>(plan->output_size());
-        if (w <= 32 && !dt::s2_applicable<float, 2>(d)) {
-            EXPECT_TRUE(w < 9 || d.geometry.output[1] < 4) << "k " << win[0] << " row " << w << ": expected the kernel";
-            EXPECT_TRUE(w >= 9 || win[0] != 3 || win[1] != 1) << "row " << w << ": expected the narrow rows";
-            continue;
-        }
-        if (w <= 32) {  // (rows of three and four chunks: backward only)
+        // Forward: rows of 9 and more (7 and 8 under 3x3 padded by 1), but whole 2x2 blocks
+        // past 32 columns.
+        const bool forward = dt::s2_applicable<float, 2>(d);
+        EXPECT_EQ(forward, (w >= 9 || (win[0] == 3 && win[1] == 1)) && !(w > 32 && win[0] == 2))
+            << "k " << win[0] << " row " << w;
+        if (forward) {
             guarded in(n, page), got(on, page);
             ASSERT_NE(in.at, nullptr);
             ASSERT_NE(got.at, nullptr);
@@ -505,6 +537,7 @@ TEST(Stride2Kernel, ReadsAndWritesNothingPastTheTensors) {
             for (std::size_t i = 0; i < on; ++i)
                 ASSERT_NEAR(got.at[i], ref[i], 1e-5) << "k " << win[0] << " row " << w << ", output " << i;
             k.run(in.at, got.at, 3, 5);  // (a call's last row, and the tensor's, again)
+            if (k.splits_rows()) k.run_rows(in.at, got.at, 4, d.geometry.output[0] / 2, d.geometry.output[0]);
         }
         // Backward: the output gradients end at the unmapped page (their last vector is a
         // masked load there), and so does grad_in (its last row, masked stores), whole and

@@ -1050,6 +1050,14 @@ status pooling<R>::run(const T* in, T* out, detail::pool_op op, const detail::ex
             const detail::same_kernel<U, R, T> kernel(d_, op);
             if (kernel.splits_rows()) return split_rows(kernel);
         }
+#if AVGPOOL_STRIDE2_KERNEL
+        if constexpr (std::is_same<U, float>::value && std::is_same<T, float>::value) {
+            if (rows.split() && detail::s2_applicable<U, R, T>(d_)) {
+                const detail::s2_kernel<R> kernel(d_, op);
+                if (kernel.splits_rows()) return split_rows(kernel);
+            }
+        }
+#endif
         if (rows.split() && detail::flat_split_applicable<U, R>(d_)) return split_rows(detail::flat_kernel<U, R, T>(d_, op));
         if (rows.split() && detail::cf_applicable<U, R>(d_)) return split_rows(detail::cf_kernel<U, R, T>(d_, op));
         if (with_plane_kernel<U, T>(op, planes)) return status{};

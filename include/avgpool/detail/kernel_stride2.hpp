@@ -54,11 +54,15 @@ constexpr index_t s2_max_taps = 5;
 // s2_max_chunks of them. On 7x7 planes (4 outputs in 8 lanes) chunks were no faster than the
 // tile kernel (10.5-11.4 us either way for 576 planes, 3x3): those rows take the narrow path
 // (s2_kernel::narrow, two output rows a vector: 0.25x the tile kernel's time, paired
-// harness); with four chunks (56x56) the registers ran out and the block kernel was faster
-// (25 against 33 us for 24 planes, 3x3).
+// harness). With four chunks (56x56) kept in registers at once they ran out and the block
+// kernel was faster (25 against 33 us for 24 planes, 3x3): rows of more than two chunks
+// stream (s2_unrolled_chunks).
 constexpr index_t s2_min_width = 9;
 static_assert(s2_min_width >= 9, "s2_kernel::run loads a one-chunk row's first vector whole");
-constexpr index_t s2_max_chunks = 2;
+constexpr index_t s2_max_chunks = 4;
+// Rows of more chunks than this stream chunk by chunk (s2_kernel::stream), keeping three
+// chunks' vectors live instead of the whole row's.
+constexpr index_t s2_unrolled_chunks = 2;
 // Backward expands output rows chunk by chunk and keeps fewer of them live: rows of up to four
 // chunks (ShuffleNet's 56x56).
 constexpr index_t s2_backward_max_chunks = 4;
@@ -90,13 +94,14 @@ constexpr bool s2_narrow(index_t W, index_t Wo, index_t k, index_t d, index_t pl
 }
 
 /// Whether the geometry suits the stride-2 row kernel (float storage, AVX2 builds only): the
-/// last axis at stride 2 with rows of one to max_chunks chunks (two for the forward kernel,
-/// s2_backward_max_chunks for backward) and at least 4 outputs a chunk, or the narrow rows of
-/// s2_narrow, whose
+/// last axis at stride 2 with rows of one to s2_max_chunks chunks (s2_backward_max_chunks
+/// for backward; forward leaves whole 2x2 blocks on rows of more than two chunks to the 2x2
+/// kernel) and at least 4 outputs a chunk, or the narrow rows of s2_narrow, whose
 /// windows are the kernel's taps 2 o - pad + t inside the row (what a non-adaptive window is),
 /// and a window s2_pattern names.
 template <std::size_t R>
-bool s2_geometry(const plan_data<R>& p, index_t max_chunks = s2_max_chunks) noexcept {
+bool s2_geometry(const plan_data<R>& p, bool backward = false) noexcept {
+    const index_t max_chunks = backward ? s2_backward_max_chunks : s2_max_chunks;
     if (!AVGPOOL_STRIDE2_KERNEL || R < 2 || R > 3 || p.memory_layout != layout::channels_first || p.global ||
         p.adaptive)
         return false;
@@ -131,6 +136,8 @@ bool s2_geometry(const plan_data<R>& p, index_t max_chunks = s2_max_chunks) noex
         rows *= most;
         if (rows < 1 || rows > s2_max_rows) return false;
     }
+    // (Whole 2x2 blocks on rows of more chunks: the 2x2 kernel, simpler and at memcpy's speed.)
+    if (chunks > s2_unrolled_chunks && !backward && pair_geometry<R>(p)) return false;
     return p.output_spatial_volume() / Wo <= perm_max_outer && s2_pattern(rows, k, d, pl) >= 0;
 }
 
@@ -200,8 +207,6 @@ public:
         }
         // The last chunk's two vectors: the columns inside the row.
         for (index_t l = 0; l < 16; ++l) tail_[l] = 16 * (nc_ - 1) + l < W ? -1 : 0;
-        for (index_t c = 0; c < nc_; ++c)
-            for (index_t l = 0; l < 8; ++l) store_[c][l] = 8 * c + l < Wo_ ? -1 : 0;
         for (index_t t = 0; t < k; ++t) {
             const index_t c0 = t - pl;                          // the column output 0 reads
             const index_t shift = (c0 - (c0 % 2 + 2) % 2) / 2;  // output o reads element o + shift
@@ -217,34 +222,176 @@ public:
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
     void run(const float* in, float* out, index_t item_begin, index_t item_end) const {
         if (narrow_) return narrow(in, out, item_begin, item_end);
-        // (Other rows of one chunk are at least 9 wide: their first vector is always whole.)
-        switch (pattern_ * 3 + (nc_ == 1 ? 0 : mask_lo_ ? 2 : 1)) {
-            case 0: return rows<2, 2, 0, 1, false>(in, out, item_begin, item_end);
-            case 1: return rows<2, 2, 0, 2, false>(in, out, item_begin, item_end);
-            case 2: return rows<2, 2, 0, 2, true>(in, out, item_begin, item_end);
-            case 3: return rows<3, 3, 1, 1, false>(in, out, item_begin, item_end);
-            case 4: return rows<3, 3, 1, 2, false>(in, out, item_begin, item_end);
-            case 5: return rows<3, 3, 1, 2, true>(in, out, item_begin, item_end);
-            case 6: return rows<3, 3, 0, 1, false>(in, out, item_begin, item_end);
-            case 7: return rows<3, 3, 0, 2, false>(in, out, item_begin, item_end);
-            case 8: return rows<3, 3, 0, 2, true>(in, out, item_begin, item_end);
-            case 9: return rows<5, 5, 2, 1, false>(in, out, item_begin, item_end);
-            case 10: return rows<5, 5, 2, 2, false>(in, out, item_begin, item_end);
-            case 11: return rows<5, 5, 2, 2, true>(in, out, item_begin, item_end);
-            default: return;  // (s2_geometry admits only the cases above)
-        }
+        dispatch(in, out, item_begin, item_end, 0, nr_);
+    }
+
+    /// Whether run_rows() may split a plane (not narrow rows, which pair output rows).
+    bool splits_rows() const noexcept { return !narrow_; }
+
+    /// Output rows row_begin .. row_end - 1 (every axis but the last) of plane `item`, for
+    /// splitting few planes across threads: each row is computed as run() computes it, so the
+    /// bits are run()'s whatever the split. Not for narrow rows (splits_rows()).
+    void run_rows(const float* in, float* out, index_t item, index_t row_begin, index_t row_end) const {
+        if (row_begin >= row_end || narrow_) return;
+        dispatch(in, out, item, item + 1, row_begin, row_end);
     }
 
     /// Whether run() takes narrow rows' whole-plane path (7x7 or 8x8 planes; for the tests).
     bool narrow_square() const noexcept { return square_; }
 
 private:
+    // Output rows r_begin .. r_end - 1 of planes item_begin .. item_end - 1.
+    void dispatch(const float* in, float* out, index_t item_begin, index_t item_end, index_t r_begin, index_t r_end) const {
+        if (nc_ > s2_unrolled_chunks) {
+            switch (pattern_) {
+                case 0: return stream<2, 2, 0>(in, out, item_begin, item_end, r_begin, r_end);
+                case 1: return stream<3, 3, 1>(in, out, item_begin, item_end, r_begin, r_end);
+                case 2: return stream<3, 3, 0>(in, out, item_begin, item_end, r_begin, r_end);
+                case 3: return stream<5, 5, 2>(in, out, item_begin, item_end, r_begin, r_end);
+                default: return;  // (s2_geometry admits only the cases above)
+            }
+        }
+        // (Other rows of one chunk are at least 9 wide: their first vector is always whole.)
+        switch (pattern_ * 3 + (nc_ == 1 ? 0 : mask_lo_ ? 2 : 1)) {
+            case 0: return rows<2, 2, 0, 1, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 1: return rows<2, 2, 0, 2, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 2: return rows<2, 2, 0, 2, true>(in, out, item_begin, item_end, r_begin, r_end);
+            case 3: return rows<3, 3, 1, 1, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 4: return rows<3, 3, 1, 2, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 5: return rows<3, 3, 1, 2, true>(in, out, item_begin, item_end, r_begin, r_end);
+            case 6: return rows<3, 3, 0, 1, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 7: return rows<3, 3, 0, 2, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 8: return rows<3, 3, 0, 2, true>(in, out, item_begin, item_end, r_begin, r_end);
+            case 9: return rows<5, 5, 2, 1, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 10: return rows<5, 5, 2, 2, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 11: return rows<5, 5, 2, 2, true>(in, out, item_begin, item_end, r_begin, r_end);
+            default: return;  // (s2_geometry admits only the cases above)
+        }
+    }
+
+    // Lanes 8 c .. 8 c + 7 of an output row that are outputs (the masked stores of a call's
+    // last row).
+    __m256i store_mask(index_t c) const noexcept {
+        return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<std::int32_t>(Wo_ - 8 * c)),
+                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    }
+
+    // Rows of more than s2_unrolled_chunks chunks, as rows() computes them (the same
+    // operations on each chunk, so the same bits), a chunk at a time: each chunk's even and
+    // odd columns and its taps' permutes are made once, when it is the next chunk, and serve
+    // it as the neighbour, then itself, then the neighbour again; the zero state stands for
+    // the chunks before the first and after the last (a blend with it is rows()'s andnot).
+    template <int KV, int K, int PL>
+    void stream(const float* in, float* out, index_t item_begin, index_t item_end, index_t r_begin, index_t r_end) const {
+        if (average_) {
+            stream<KV, K, PL, true>(in, out, item_begin, item_end, r_begin, r_end);
+        } else {
+            stream<KV, K, PL, false>(in, out, item_begin, item_end, r_begin, r_end);
+        }
+    }
+
+    template <int KV, int K, int PL, bool Average>
+    void stream(const float* in, float* out, index_t item_begin, index_t item_end, index_t r_begin, index_t r_end) const {
+        struct state {
+            __m256 even, odd, p[K];
+        };
+        const index_t* const table = p_.perm_rows.data();
+        const float* const rdiv = p_.template plane_reciprocals<float>();
+        const __m256i tail_lo = s2_lanes(tail_), tail_hi = s2_lanes(tail_ + 8);
+        __m256i idx[K];
+        __m256 other[K];
+        for (int t = 0; t < K; ++t) {
+            idx[t] = s2_lanes(tap_[t].idx);
+            other[t] = _mm256_castsi256_ps(s2_lanes(tap_[t].other));
+        }
+        const index_t xs = xs_, os = os_, Wo = Wo_, nc = nc_;
+        const bool mask_lo = mask_lo_;
+        state zero;
+        zero.even = zero.odd = _mm256_setzero_ps();
+        for (int t = 0; t < K; ++t) zero.p[t] = zero.even;
+        for (index_t item = item_begin; item < item_end; ++item) {
+            const float* const plane = in + item * xs;
+            float* const dst = out + item * os;
+            for (index_t r = r_begin; r < r_end; ++r) {
+                // The window's rows, once a row (-1 in the table: a shorter window's
+                // padding, read from the zeros, which are as long as a row's chunks).
+                const index_t* const rr = table + r * KV;
+                const float* src[KV];
+                for (int i = 0; i < KV; ++i) src[i] = rr[i] >= 0 ? plane + rr[i] : s2_zeros;
+                // Chunk c of the row: its window's rows summed (masked loads in the last chunk:
+                // nothing past the row), split into even and odd columns, permuted per tap.
+                auto chunk = [&](index_t c, auto last) AVGPOOL_INLINE_LAMBDA {
+                    __m256 lo = _mm256_setzero_ps(), hi = lo;
+                    unrolled<KV>([&](auto i) AVGPOOL_INLINE_LAMBDA {
+                        const float* const x = src[i] + 16 * c;
+                        const __m256 a = last && mask_lo ? _mm256_maskload_ps(x, tail_lo) : _mm256_loadu_ps(x);
+                        // (A last vector wholly past the row, under mask_lo: zeros, not loaded
+                        // from an address that may pass the tensor's end.)
+                        const __m256 b = !last ? _mm256_loadu_ps(x + 8)
+                                         : mask_lo ? _mm256_setzero_ps()
+                                                   : _mm256_maskload_ps(x + 8, tail_hi);
+                        lo = i == 0 ? a : _mm256_add_ps(lo, a);
+                        hi = i == 0 ? b : _mm256_add_ps(hi, b);
+                    });
+                    state s;
+                    s.even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
+                    s.odd = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
+                    unrolled<K>([&](auto t) AVGPOOL_INLINE_LAMBDA {
+                        constexpr int c0 = static_cast<int>(t) - PL;
+                        constexpr bool is_odd = (c0 % 2 + 2) % 2 == 1;
+                        constexpr int shift = (c0 - (is_odd ? 1 : 0)) / 2;
+                        s.p[t] = shift == 0 ? s.even : _mm256_permutevar8x32_ps(is_odd ? s.odd : s.even, idx[t]);
+                    });
+                    return s;
+                };
+                const bool last_row = r + 1 == r_end && item + 1 == item_end;
+                state prev = zero, cur = chunk(0, std::false_type{}), next = chunk(1, std::false_type{});  // (nc >= 3)
+                // Chunk c's outputs, from prev, cur and next.
+                auto emit = [&](index_t c) AVGPOOL_INLINE_LAMBDA {
+                    __m256 acc = _mm256_setzero_ps();
+                    unrolled<K>([&](auto t) AVGPOOL_INLINE_LAMBDA {
+                        constexpr int c0 = static_cast<int>(t) - PL;
+                        constexpr bool is_odd = (c0 % 2 + 2) % 2 == 1;
+                        constexpr int shift = (c0 - (is_odd ? 1 : 0)) / 2;
+                        __m256 v;
+                        if constexpr (shift == 0) {
+                            v = is_odd ? cur.odd : cur.even;
+                        } else {
+                            v = _mm256_blendv_ps(cur.p[t], shift < 0 ? prev.p[t] : next.p[t], other[t]);
+                        }
+                        acc = t == 0 ? v : _mm256_add_ps(acc, v);
+                    });
+                    vec<float> v = in_order(vec<float>{acc});
+                    const index_t at = r * Wo + 8 * c;
+                    v = Average ? scale_plus_zero(v, vec<float>::load(rdiv + at)) : plus_zero(v);
+                    // Whole vectors but in the call's last row (see rows()).
+                    if (!last_row) {
+                        _mm256_storeu_ps(dst + at, v.v);
+                    } else {
+                        _mm256_maskstore_ps(dst + at, store_mask(c), v.v);
+                    }
+                    prev = cur;
+                    cur = next;
+                };
+                index_t c = 0;
+                for (; c + 3 < nc; ++c) {
+                    emit(c);
+                    next = chunk(c + 2, std::false_type{});
+                }
+                emit(c);  // (c = nc - 3)
+                next = chunk(nc - 1, std::true_type{});
+                emit(nc - 2);
+                next = zero;
+                emit(nc - 1);
+            }
+        }
+    }
 
     // KV input rows per output row, K taps with left pad PL (dilation 1), NC chunks of 16
     // columns (8 outputs) a row; MASK_LO: whether the last chunk's first 8 columns pass the row
     // (else a plain load: masking it too cost 30% on 14x14 planes).
     template <int KV, int K, int PL, int NC, bool MASK_LO>
-    void rows(const float* in, float* out, index_t item_begin, index_t item_end) const {
+    void rows(const float* in, float* out, index_t item_begin, index_t item_end, index_t r_begin, index_t r_end) const {
         constexpr int NV = 2 * NC;  // vectors of a row
         const index_t* const table = p_.perm_rows.data();
         const float* const rdiv = p_.template plane_reciprocals<float>();
@@ -256,7 +403,7 @@ private:
             other[t] = _mm256_castsi256_ps(s2_lanes(tap_[t].other));
         }
         // The members in locals: the stores may alias them, which would reload them every row.
-        const index_t nr = nr_, xs = xs_, os = os_, Wo = Wo_;
+        const index_t xs = xs_, os = os_, Wo = Wo_;
         const bool average = average_;
         for (index_t item = item_begin; item < item_end; ++item) {
             const float* const plane = in + item * xs;
@@ -270,9 +417,19 @@ private:
                 unrolled<KV>([&](auto i) AVGPOOL_INLINE_LAMBDA {
                     const float* src = full || rr[i] >= 0 ? plane + rr[i] : s2_zeros;
                     unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA {
-                        const __m256 a = v + 2 < NV || (v + 2 == NV && !MASK_LO)
-                                             ? _mm256_loadu_ps(src + 8 * v)
-                                             : _mm256_maskload_ps(src + 8 * v, v + 2 == NV ? tail_lo : tail_hi);
+                        constexpr int n = static_cast<int>(v);
+                        __m256 a;
+                        if constexpr (n + 2 < NV || (n + 2 == NV && !MASK_LO)) {
+                            a = _mm256_loadu_ps(src + 8 * n);
+                        } else if constexpr (n + 2 == NV) {
+                            a = _mm256_maskload_ps(src + 8 * n, tail_lo);
+                        } else if constexpr (MASK_LO) {
+                            // A last vector wholly past the row: no load (nor an address
+                            // past the tensor's end, in its last row).
+                            a = _mm256_setzero_ps();
+                        } else {
+                            a = _mm256_maskload_ps(src + 8 * n, tail_hi);
+                        }
                         sum[v] = i == 0 ? a : _mm256_add_ps(sum[v], a);
                     });
                 });
@@ -282,7 +439,7 @@ private:
                     even[c] = _mm256_shuffle_ps(sum[2 * c], sum[2 * c + 1], _MM_SHUFFLE(2, 0, 2, 0));
                     odd[c] = _mm256_shuffle_ps(sum[2 * c], sum[2 * c + 1], _MM_SHUFFLE(3, 1, 3, 1));
                 });
-                const bool last_row = r + 1 == nr && item + 1 == item_end;
+                const bool last_row = r + 1 == r_end && item + 1 == item_end;
                 unrolled<NC>([&](auto c) AVGPOOL_INLINE_LAMBDA {
                     __m256 acc = _mm256_setzero_ps();
                     unrolled<K>([&](auto t) AVGPOOL_INLINE_LAMBDA {
@@ -314,11 +471,11 @@ private:
                     if (!last_row) {
                         _mm256_storeu_ps(dst + at, v.v);
                     } else {
-                        _mm256_maskstore_ps(dst + at, s2_lanes(store_[c]), v.v);
+                        _mm256_maskstore_ps(dst + at, store_mask(c), v.v);
                     }
                 });
             };
-            for (index_t r = 0; r < nr; ++r) {
+            for (index_t r = r_begin; r < r_end; ++r) {
                 if (table[r * KV + KV - 1] >= 0) {
                     row(r, std::true_type{});
                 } else {
@@ -443,7 +600,6 @@ private:
     bool mask_lo_ = false, narrow_ = false, square_ = false;
     int pattern_ = -1;
     alignas(32) std::int32_t tail_[16] = {};
-    alignas(32) std::int32_t store_[4][8] = {};
     s2_tap tap_[s2_max_taps] = {};  // per tap: its permute, lanes from the chunk before or after
 };
 
@@ -457,7 +613,7 @@ constexpr index_t s2_backward_rows = 256;
 template <std::size_t R>
 bool s2_backward_geometry(const plan_data<R>& p) noexcept {
     if (!AVGPOOL_STRIDE2_KERNEL || p.bw_rows.empty() || p.geometry.input[R - 1] < s2_min_width ||
-        !s2_geometry<R>(p, s2_backward_max_chunks))
+        !s2_geometry<R>(p, true))
         return false;
     const index_t Wo = p.geometry.output[R - 1];
     return p.output_spatial_volume() / Wo * s2_chunks(p.geometry.input[R - 1], Wo) <= s2_backward_rows;
