@@ -59,7 +59,7 @@ constexpr index_t s2_max_taps = 5;
 // stream (s2_unrolled_chunks).
 constexpr index_t s2_min_width = 9;
 static_assert(s2_min_width >= 9, "s2_kernel::run loads a one-chunk row's first vector whole");
-constexpr index_t s2_max_chunks = 4;
+constexpr index_t s2_max_chunks = 8;
 // Rows of more chunks than this stream chunk by chunk (s2_kernel::stream), keeping three
 // chunks' vectors live instead of the whole row's.
 constexpr index_t s2_unrolled_chunks = 2;
@@ -102,8 +102,7 @@ constexpr bool s2_narrow(index_t W, index_t Wo, index_t k, index_t d, index_t pl
 template <std::size_t R>
 bool s2_geometry(const plan_data<R>& p, bool backward = false) noexcept {
     const index_t max_chunks = backward ? s2_backward_max_chunks : s2_max_chunks;
-    if (!AVGPOOL_STRIDE2_KERNEL || R < 2 || R > 3 || p.memory_layout != layout::channels_first || p.global ||
-        p.adaptive)
+    if (!AVGPOOL_STRIDE2_KERNEL || R > 3 || p.memory_layout != layout::channels_first || p.global || p.adaptive)
         return false;
     const pool_geometry<R>& g = p.geometry;
     const index_t W = g.input[R - 1], Wo = g.output[R - 1], k = g.kernel[R - 1], d = g.dilations[R - 1];
@@ -112,7 +111,9 @@ bool s2_geometry(const plan_data<R>& p, bool backward = false) noexcept {
     // row only (s2_kernel stores whole vectors but in a call's last row).
     const index_t chunks = s2_chunks(W, Wo);
     // (s2_backward_geometry turns the narrow rows away: s2_backward has no such path.)
-    if (g.strides[R - 1] != 2 || (W < s2_min_width && !s2_narrow(W, Wo, k, d, pl)) || chunks < 1 || chunks > max_chunks || Wo < 4 * chunks ||
+    // (Narrow rows pair output rows down a plane: R >= 2.)
+    const bool narrow = R >= 2 && s2_narrow(W, Wo, k, d, pl);
+    if (g.strides[R - 1] != 2 || (W < s2_min_width && !narrow) || chunks < 1 || chunks > max_chunks || Wo < 4 * chunks ||
         k < 1 || k > s2_max_taps)
         return false;
     const window* w = p.axis(R - 1);
@@ -138,7 +139,8 @@ bool s2_geometry(const plan_data<R>& p, bool backward = false) noexcept {
     }
     // (Whole 2x2 blocks on rows of more chunks: the 2x2 kernel, simpler and at memcpy's speed.)
     if (chunks > s2_unrolled_chunks && !backward && pair_geometry<R>(p)) return false;
-    return p.output_spatial_volume() / Wo <= perm_max_outer && s2_pattern(rows, k, d, pl) >= 0;
+    // (A 1-D plane is one row: no rows to sum, its window is the row's taps.)
+    return p.output_spatial_volume() / Wo <= perm_max_outer && s2_pattern(R == 1 ? k : rows, k, d, pl) >= 0;
 }
 
 template <class T, std::size_t R, class M = T>
@@ -181,6 +183,15 @@ AVGPOOL_ALWAYS_INLINE __m256i s2_lanes(const A& a) noexcept {
     return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a));
 }
 
+// Horizontal tap T of a window with left pad PL: output o of a chunk reads column 2 o + c0,
+// which is element o + shift of the chunk's odd columns (odd) or its even ones.
+template <int T, int PL>
+struct s2_tap_at {
+    static constexpr int c0 = T - PL;
+    static constexpr bool odd = (c0 % 2 + 2) % 2 == 1;
+    static constexpr int shift = (c0 - (odd ? 1 : 0)) / 2;
+};
+
 template <std::size_t R>
 class s2_kernel {
 public:
@@ -193,7 +204,7 @@ public:
         os_ = nr_ * Wo_;
         nc_ = s2_chunks(W, Wo_);
         mask_lo_ = W < 16 * nc_ - 8;
-        pattern_ = s2_pattern(static_cast<index_t>(p.perm_rows.size()) / nr_, k, g.dilations[R - 1], pl);
+        pattern_ = s2_pattern(R == 1 ? k : static_cast<index_t>(p.perm_rows.size()) / nr_, k, g.dilations[R - 1], pl);
         narrow_ = W < s2_min_width;  // (s2_geometry admits only s2_narrow's rows there)
         W_ = W;
         // Narrow planes pooled alike down (rows: s2_narrow's windows on the first axis too).
@@ -240,31 +251,34 @@ public:
     bool narrow_square() const noexcept { return square_; }
 
 private:
+    // Input rows summed per output row for a window of k rows and columns (1-D: one).
+    static constexpr int kv(int k) noexcept { return R == 1 ? 1 : k; }
+
     // Output rows r_begin .. r_end - 1 of planes item_begin .. item_end - 1.
     void dispatch(const float* in, float* out, index_t item_begin, index_t item_end, index_t r_begin, index_t r_end) const {
         if (nc_ > s2_unrolled_chunks) {
             switch (pattern_) {
-                case 0: return stream<2, 2, 0>(in, out, item_begin, item_end, r_begin, r_end);
-                case 1: return stream<3, 3, 1>(in, out, item_begin, item_end, r_begin, r_end);
-                case 2: return stream<3, 3, 0>(in, out, item_begin, item_end, r_begin, r_end);
-                case 3: return stream<5, 5, 2>(in, out, item_begin, item_end, r_begin, r_end);
+                case 0: return stream<kv(2), 2, 0>(in, out, item_begin, item_end, r_begin, r_end);
+                case 1: return stream<kv(3), 3, 1>(in, out, item_begin, item_end, r_begin, r_end);
+                case 2: return stream<kv(3), 3, 0>(in, out, item_begin, item_end, r_begin, r_end);
+                case 3: return stream<kv(5), 5, 2>(in, out, item_begin, item_end, r_begin, r_end);
                 default: return;  // (s2_geometry admits only the cases above)
             }
         }
         // (Other rows of one chunk are at least 9 wide: their first vector is always whole.)
         switch (pattern_ * 3 + (nc_ == 1 ? 0 : mask_lo_ ? 2 : 1)) {
-            case 0: return rows<2, 2, 0, 1, false>(in, out, item_begin, item_end, r_begin, r_end);
-            case 1: return rows<2, 2, 0, 2, false>(in, out, item_begin, item_end, r_begin, r_end);
-            case 2: return rows<2, 2, 0, 2, true>(in, out, item_begin, item_end, r_begin, r_end);
-            case 3: return rows<3, 3, 1, 1, false>(in, out, item_begin, item_end, r_begin, r_end);
-            case 4: return rows<3, 3, 1, 2, false>(in, out, item_begin, item_end, r_begin, r_end);
-            case 5: return rows<3, 3, 1, 2, true>(in, out, item_begin, item_end, r_begin, r_end);
-            case 6: return rows<3, 3, 0, 1, false>(in, out, item_begin, item_end, r_begin, r_end);
-            case 7: return rows<3, 3, 0, 2, false>(in, out, item_begin, item_end, r_begin, r_end);
-            case 8: return rows<3, 3, 0, 2, true>(in, out, item_begin, item_end, r_begin, r_end);
-            case 9: return rows<5, 5, 2, 1, false>(in, out, item_begin, item_end, r_begin, r_end);
-            case 10: return rows<5, 5, 2, 2, false>(in, out, item_begin, item_end, r_begin, r_end);
-            case 11: return rows<5, 5, 2, 2, true>(in, out, item_begin, item_end, r_begin, r_end);
+            case 0: return rows<kv(2), 2, 0, 1, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 1: return rows<kv(2), 2, 0, 2, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 2: return rows<kv(2), 2, 0, 2, true>(in, out, item_begin, item_end, r_begin, r_end);
+            case 3: return rows<kv(3), 3, 1, 1, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 4: return rows<kv(3), 3, 1, 2, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 5: return rows<kv(3), 3, 1, 2, true>(in, out, item_begin, item_end, r_begin, r_end);
+            case 6: return rows<kv(3), 3, 0, 1, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 7: return rows<kv(3), 3, 0, 2, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 8: return rows<kv(3), 3, 0, 2, true>(in, out, item_begin, item_end, r_begin, r_end);
+            case 9: return rows<kv(5), 5, 2, 1, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 10: return rows<kv(5), 5, 2, 2, false>(in, out, item_begin, item_end, r_begin, r_end);
+            case 11: return rows<kv(5), 5, 2, 2, true>(in, out, item_begin, item_end, r_begin, r_end);
             default: return;  // (s2_geometry admits only the cases above)
         }
     }
@@ -274,6 +288,20 @@ private:
     __m256i store_mask(index_t c) const noexcept {
         return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<std::int32_t>(Wo_ - 8 * c)),
                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    }
+
+    // Chunk c's sums acc (outputs at `at` of the plane's dst), in order, scaled or + 0, stored
+    // as a whole vector but in the call's last row: the spare lanes land on the next row,
+    // which is stored after this one.
+    AVGPOOL_ALWAYS_INLINE void put(__m256 acc, const float* rdiv, float* dst, index_t at, index_t c, bool last_row,
+                                   bool average) const noexcept {
+        vec<float> v = in_order(vec<float>{acc});
+        v = average ? scale_plus_zero(v, vec<float>::load(rdiv + at)) : plus_zero(v);
+        if (!last_row) {
+            _mm256_storeu_ps(dst + at, v.v);
+        } else {
+            _mm256_maskstore_ps(dst + at, store_mask(c), v.v);
+        }
     }
 
     // Rows of more than s2_unrolled_chunks chunks, as rows() computes them (the same
@@ -337,10 +365,8 @@ private:
                     s.even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
                     s.odd = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
                     unrolled<K>([&](auto t) AVGPOOL_INLINE_LAMBDA {
-                        constexpr int c0 = static_cast<int>(t) - PL;
-                        constexpr bool is_odd = (c0 % 2 + 2) % 2 == 1;
-                        constexpr int shift = (c0 - (is_odd ? 1 : 0)) / 2;
-                        s.p[t] = shift == 0 ? s.even : _mm256_permutevar8x32_ps(is_odd ? s.odd : s.even, idx[t]);
+                        using tap = s2_tap_at<static_cast<int>(t), PL>;
+                        s.p[t] = tap::shift == 0 ? s.even : _mm256_permutevar8x32_ps(tap::odd ? s.odd : s.even, idx[t]);
                     });
                     return s;
                 };
@@ -350,26 +376,16 @@ private:
                 auto emit = [&](index_t c) AVGPOOL_INLINE_LAMBDA {
                     __m256 acc = _mm256_setzero_ps();
                     unrolled<K>([&](auto t) AVGPOOL_INLINE_LAMBDA {
-                        constexpr int c0 = static_cast<int>(t) - PL;
-                        constexpr bool is_odd = (c0 % 2 + 2) % 2 == 1;
-                        constexpr int shift = (c0 - (is_odd ? 1 : 0)) / 2;
+                        using tap = s2_tap_at<static_cast<int>(t), PL>;
                         __m256 v;
-                        if constexpr (shift == 0) {
-                            v = is_odd ? cur.odd : cur.even;
+                        if constexpr (tap::shift == 0) {
+                            v = tap::odd ? cur.odd : cur.even;
                         } else {
-                            v = _mm256_blendv_ps(cur.p[t], shift < 0 ? prev.p[t] : next.p[t], other[t]);
+                            v = _mm256_blendv_ps(cur.p[t], tap::shift < 0 ? prev.p[t] : next.p[t], other[t]);
                         }
                         acc = t == 0 ? v : _mm256_add_ps(acc, v);
                     });
-                    vec<float> v = in_order(vec<float>{acc});
-                    const index_t at = r * Wo + 8 * c;
-                    v = Average ? scale_plus_zero(v, vec<float>::load(rdiv + at)) : plus_zero(v);
-                    // Whole vectors but in the call's last row (see rows()).
-                    if (!last_row) {
-                        _mm256_storeu_ps(dst + at, v.v);
-                    } else {
-                        _mm256_maskstore_ps(dst + at, store_mask(c), v.v);
-                    }
+                    put(acc, rdiv, dst, r * Wo + 8 * c, c, last_row, Average);
                     prev = cur;
                     cur = next;
                 };
@@ -443,36 +459,25 @@ private:
                 unrolled<NC>([&](auto c) AVGPOOL_INLINE_LAMBDA {
                     __m256 acc = _mm256_setzero_ps();
                     unrolled<K>([&](auto t) AVGPOOL_INLINE_LAMBDA {
-                        constexpr int c0 = static_cast<int>(t) - PL;  // the column output 0 reads
-                        constexpr bool is_odd = (c0 % 2 + 2) % 2 == 1;
-                        constexpr int shift = (c0 - (is_odd ? 1 : 0)) / 2;
+                        using tap = s2_tap_at<static_cast<int>(t), PL>;
                         // (Indexed by constants, not through a pointer: GCC then kept the
                         // arrays on the stack, 1.8x the time on 14x14 planes.)
-                        __m256 v = is_odd ? odd[c] : even[c];
-                        if constexpr (shift != 0) {
+                        __m256 v = tap::odd ? odd[c] : even[c];
+                        if constexpr (tap::shift != 0) {
                             // Lanes moved past the chunk's edge take the neighbour's (none
                             // before the first chunk or after the last: zeros).
-                            constexpr int nb = shift < 0 ? static_cast<int>(c) - 1 : static_cast<int>(c) + 1;
+                            constexpr int nb = tap::shift < 0 ? static_cast<int>(c) - 1 : static_cast<int>(c) + 1;
                             v = _mm256_permutevar8x32_ps(v, idx[t]);
                             if constexpr (nb < 0 || nb >= NC) {
                                 v = _mm256_andnot_ps(other[t], v);
                             } else {
-                                const __m256 n = is_odd ? odd[nb] : even[nb];
+                                const __m256 n = tap::odd ? odd[nb] : even[nb];
                                 v = _mm256_blendv_ps(v, _mm256_permutevar8x32_ps(n, idx[t]), other[t]);
                             }
                         }
                         acc = t == 0 ? v : _mm256_add_ps(acc, v);
                     });
-                    vec<float> v = in_order(vec<float>{acc});
-                    const index_t at = r * Wo + 8 * c;
-                    v = average ? scale_plus_zero(v, vec<float>::load(rdiv + at)) : plus_zero(v);
-                    // Whole vectors but in the call's last row: the spare lanes land on the
-                    // next row, which is stored after this one.
-                    if (!last_row) {
-                        _mm256_storeu_ps(dst + at, v.v);
-                    } else {
-                        _mm256_maskstore_ps(dst + at, store_mask(c), v.v);
-                    }
+                    put(acc, rdiv, dst, r * Wo + 8 * c, c, last_row, average);
                 });
             };
             for (index_t r = r_begin; r < r_end; ++r) {
@@ -612,7 +617,7 @@ constexpr index_t s2_backward_rows = 256;
 /// whose expanded output rows fit the kernel's buffer, with the plan's backward row tables.
 template <std::size_t R>
 bool s2_backward_geometry(const plan_data<R>& p) noexcept {
-    if (!AVGPOOL_STRIDE2_KERNEL || p.bw_rows.empty() || p.geometry.input[R - 1] < s2_min_width ||
+    if (!AVGPOOL_STRIDE2_KERNEL || R < 2 || p.bw_rows.empty() || p.geometry.input[R - 1] < s2_min_width ||
         !s2_geometry<R>(p, true))
         return false;
     const index_t Wo = p.geometry.output[R - 1];
