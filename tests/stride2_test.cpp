@@ -1,7 +1,7 @@
-// The stride-2 row kernel (kernel_stride2.hpp; AVX2 builds): channels-first float planes with
-// rows of 9 to 64 inputs (rows of more than 32 streamed chunk by chunk), stride 2 on the last
-// axis, 2x2, 3x3 and 5x5 windows, and rows of 7 or 8 under 3x3 windows padded by 1 (the
-// narrow path).
+// The stride-2 row kernel (kernel_stride2.hpp; AVX2 builds): channels-first float planes of
+// R = 1 to 3 with rows of 9 to 128 inputs (rows of more than 32 streamed chunk by chunk; backward
+// up to 64), stride 2 on the last axis, 2x2, 3x3 and 5x5 windows, and rows of 7 or 8 under
+// 3x3 windows padded by 1 (the narrow path, R >= 2).
 #include <gtest/gtest.h>
 
 #include <avgpool/avgpool.hpp>
@@ -32,7 +32,7 @@ namespace dt = avgpool::detail;
 
 // A random plan the kernel is meant for: rows of 5 to max_width at stride 2 with one of its
 // windows, any outer axes (stride, pads, rounding), any divisor rule, override and
-// empty-window mode. (Both kernels take rows up to 64.)
+// empty-window mode. (Forward takes rows up to 128, backward up to 64.)
 template <std::size_t R>
 avgpool::pool_attrs<R> s2_attrs(std::mt19937_64& gen, avgpool::dims<R + 2>& shape, index_t max_width = 66) {
     auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
@@ -186,7 +186,7 @@ void s2_suite(int cases, int& ran, int& streamed) {
     std::mt19937_64 gen(0x5e2d0 + R);
     for (int c = 0; c < cases; ++c) {
         avgpool::dims<R + 2> shape{};
-        const avgpool::pool_attrs<R> a = s2_attrs<R>(gen, shape);
+        const avgpool::pool_attrs<R> a = s2_attrs<R>(gen, shape, 130);
         auto plan = avgpool::pooling<R>::create(shape, a);
         if (!plan) continue;
         const auto& d = dt::plan_access::data(*plan);
@@ -261,12 +261,16 @@ TEST(Stride2Kernel, NarrowRowsMatchReference) {
 }
 
 TEST(Stride2Kernel, MatchesReference) {
-    int ran2 = 0, ran3 = 0, streamed2 = 0, streamed3 = 0;
+    int ran1 = 0, ran2 = 0, ran3 = 0, streamed1 = 0, streamed2 = 0, streamed3 = 0;
+    s2_suite<1>(avgpool_test::sweep(150), ran1, streamed1);
+    if (HasFatalFailure()) return;
     s2_suite<2>(avgpool_test::sweep(300), ran2, streamed2);
     if (HasFatalFailure()) return;
     s2_suite<3>(avgpool_test::sweep(150), ran3, streamed3);
-    std::printf("[          ] %d and %d random plans of R = 2, 3 took the kernel (%d and %d with rows streamed)\n", ran2,
-                ran3, streamed2, streamed3);
+    std::printf("[          ] %d, %d and %d random plans of R = 1, 2, 3 took the kernel (%d, %d and %d with rows streamed)\n",
+                ran1, ran2, ran3, streamed1, streamed2, streamed3);
+    EXPECT_GT(ran1, avgpool_test::sweep(150) / 2);
+    EXPECT_GT(streamed1, avgpool_test::sweep(150) / 8);
     EXPECT_GT(ran2, avgpool_test::sweep(300) / 2);
     EXPECT_GT(ran3, avgpool_test::sweep(150) / 2);
     EXPECT_GT(streamed2, avgpool_test::sweep(300) / 8);
@@ -301,9 +305,9 @@ TEST(Stride2Kernel, ChosenWhereItApplies) {
     EXPECT_FALSE(takes(8, 3, 0, 1));  // 3 outputs
     EXPECT_FALSE(takes(8, 2, 0, 1));
     EXPECT_FALSE(takes(6, 3, 1, 1));
-    for (index_t w : {33, 50, 56, 64}) EXPECT_TRUE(takes(w, 3, 1, 1)) << w;  // streamed chunks
+    for (index_t w : {33, 50, 56, 64, 112, 128}) EXPECT_TRUE(takes(w, 3, 1, 1)) << w;  // streamed chunks
     EXPECT_TRUE(takes(57, 5, 2, 1));
-    EXPECT_FALSE(takes(65, 3, 1, 1));  // rows of five chunks
+    EXPECT_FALSE(takes(129, 3, 1, 1));  // rows of nine chunks
     EXPECT_FALSE(takes(56, 2, 0, 1));  // whole 2x2 blocks past two chunks: the 2x2 kernel
     EXPECT_TRUE(takes(28, 2, 0, 1));
     // Backward takes rows of up to four chunks.
@@ -314,6 +318,14 @@ TEST(Stride2Kernel, ChosenWhereItApplies) {
     for (index_t w : {9, 28, 33, 56, 64}) EXPECT_TRUE(takes_backward(w, 3, 1)) << w;
     EXPECT_TRUE(takes_backward(56, 2, 0));
     EXPECT_FALSE(takes_backward(65, 3, 1));
+    // 1-D planes (a row each; pool_ci_1d's), forward only.
+    avgpool::pool_attrs<1> a1;
+    a1.kernel = {3};
+    a1.strides = {2};
+    auto plan1 = avgpool::pooling<1>::create({1, 64, 32}, a1);
+    ASSERT_TRUE(plan1);
+    EXPECT_TRUE((dt::s2_applicable<float, 1>(dt::plan_access::data(*plan1))));
+    EXPECT_FALSE((dt::s2_backward_applicable<float, 1>(dt::plan_access::data(*plan1))));
     EXPECT_FALSE(takes_backward(7, 3, 1));  // (the narrow rows: forward only)
     EXPECT_FALSE(takes_backward(112, 2, 0));
     auto plan = plan_of(14, 3, 1, 1);
@@ -511,7 +523,7 @@ TEST(Stride2Kernel, ReadsAndWritesNothingPastTheTensors) {
     };
     const index_t windows[][2] = {{2, 0}, {3, 1}, {3, 0}, {5, 2}};
     for (const auto& win : windows)
-        for (index_t w : {7, 8, 9, 13, 16, 17, 22, 28, 32, 33, 40, 49, 56, 64}) {
+        for (index_t w : {7, 8, 9, 13, 16, 17, 22, 28, 32, 33, 40, 49, 56, 64, 100, 128}) {
         avgpool::pool_attrs<2> a;
         a.kernel = {win[0], win[0]};
         a.strides = {2, 2};
@@ -543,7 +555,7 @@ TEST(Stride2Kernel, ReadsAndWritesNothingPastTheTensors) {
         // masked load there), and so does grad_in (its last row, masked stores), whole and
         // by the last plane's rows.
         if (!dt::s2_backward_applicable<float, 2>(d)) {
-            EXPECT_LE(w, 32) << "k " << win[0] << " row " << w << ": expected the backward kernel";
+            EXPECT_TRUE(w <= 32 || w > 64) << "k " << win[0] << " row " << w << ": expected the backward kernel";
             continue;
         }
         guarded go(on, page), gi(n, page);
