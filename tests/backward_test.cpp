@@ -599,12 +599,15 @@ TEST(Backward, ChannelsLastFlipped) {
     EXPECT_TRUE((avgpool::detail::backward_flip_applicable<float, 1>(avgpool::detail::plan_access::data(*fits))));
     EXPECT_FALSE((avgpool::detail::backward_flip_applicable<float, 1>(avgpool::detail::plan_access::data(*too_long))));
 
-    cl_flipped<float, 1>(avgpool_test::sweep(60));
-    cl_flipped<double, 1>(avgpool_test::sweep(30));
-    cl_flipped<float, 2>(avgpool_test::sweep(60));
-    cl_flipped<double, 2>(avgpool_test::sweep(30));
-    cl_flipped<float, 3>(avgpool_test::sweep(40));
-    cl_flipped<double, 3>(avgpool_test::sweep(20));
+    // Half the draws under AddressSanitizer, not sweep()'s quarter: the suites check the share
+    // of strided draws that leave inputs uncovered, which needs the larger sample.
+    auto draws = [](int n) { return avgpool_test::under_asan ? (n + 1) / 2 : n; };
+    cl_flipped<float, 1>(draws(60));
+    cl_flipped<double, 1>(draws(30));
+    cl_flipped<float, 2>(draws(60));
+    cl_flipped<double, 2>(draws(30));
+    cl_flipped<float, 3>(draws(40));
+    cl_flipped<double, 3>(draws(20));
 }
 
 // Long windows at stride 1 on the last axis, whose tapping output columns the channels-last

@@ -2,11 +2,12 @@
 // SPDX-License-Identifier: MIT
 //
 // The stride-2 row kernel, for AVX2 builds (where the AVX-512 permute kernel is compiled out):
-// channels-first float planes of R = 2 or 3 with rows of 9 to 32 inputs at stride 2 on the
-// last axis and 2x2, 3x3 or 5x5 windows: ShuffleNet's 3x3 pools on 14x14 and 28x28,
+// channels-first float planes of R = 1 to 3 with rows of 9 to 128 inputs at stride 2 on the
+// last axis and 2x2, 3x3 or 5x5 windows: ShuffleNet's 3x3 pools on 14x14 to 56x56,
 // DenseNet's 2x2 on 14x14 and 28x28. The tile kernel spent about half its time there on transposes, the row and
 // block kernels on setting rows up. Here an output row is the sum of its window's input rows,
-// kept in registers as chunks of 16 columns (two vectors; one or two chunks a row); a
+// kept in registers as chunks of 16 columns (two vectors; one or two chunks a row, longer rows
+// a chunk at a time: s2_kernel::stream); a
 // chunk's sum is de-interleaved once into its even and odd columns, and each horizontal tap is
 // then one of those two vectors as it is, or moved by whole lanes (a permute) with the lanes
 // moved past the chunk's edge taken from the neighbouring chunk or zeroed past the row: tap t
