@@ -284,6 +284,15 @@ private:
         }
     }
 
+    // The K taps' permute indices and neighbour lanes, in registers for a call.
+    template <int K>
+    void tap_lanes(__m256i (&idx)[K], __m256 (&other)[K]) const noexcept {
+        for (int t = 0; t < K; ++t) {
+            idx[t] = s2_lanes(tap_[t].idx);
+            other[t] = _mm256_castsi256_ps(s2_lanes(tap_[t].other));
+        }
+    }
+
     // Lanes 8 c .. 8 c + 7 of an output row that are outputs (the masked stores of a call's
     // last row).
     __m256i store_mask(index_t c) const noexcept {
@@ -329,10 +338,7 @@ private:
         const __m256i tail_lo = s2_lanes(tail_), tail_hi = s2_lanes(tail_ + 8);
         __m256i idx[K];
         __m256 other[K];
-        for (int t = 0; t < K; ++t) {
-            idx[t] = s2_lanes(tap_[t].idx);
-            other[t] = _mm256_castsi256_ps(s2_lanes(tap_[t].other));
-        }
+        tap_lanes(idx, other);
         const index_t xs = xs_, os = os_, Wo = Wo_, nc = nc_;
         const bool mask_lo = mask_lo_;
         state zero;
@@ -415,10 +421,7 @@ private:
         const __m256i tail_lo = s2_lanes(tail_), tail_hi = s2_lanes(tail_ + 8);
         __m256i idx[K];
         __m256 other[K];
-        for (int t = 0; t < K; ++t) {
-            idx[t] = s2_lanes(tap_[t].idx);
-            other[t] = _mm256_castsi256_ps(s2_lanes(tap_[t].other));
-        }
+        tap_lanes(idx, other);
         // The members in locals: the stores may alias them, which would reload them every row.
         const index_t xs = xs_, os = os_, Wo = Wo_;
         const bool average = average_;
