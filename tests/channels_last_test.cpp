@@ -201,7 +201,9 @@ TEST(ChannelsLast, GlobalAndWideShapes) {
     auto p3 = avgpool::detail::plan_access::create_exact<3>({1, 19, 32, 7, 7}, b, avgpool::layout::channels_last);
     ASSERT_TRUE(p3.ok());
     EXPECT_TRUE((compare_plan<float, 3>(*p3, gen, "global 3d")));
-    // Wide rows with many channels: several tiles of columns per row.
+    // Wide rows with many channels: several tiles of columns per row. Under AddressSanitizer one
+    // channel count per (stride, kernel), in turn (see sweep()).
+    int turn = 0;
     for (index_t s = 1; s <= 5; ++s) {
         for (index_t k : {1, 2, 3, 7, 13}) {
             avgpool::pool_attrs<2> a;
@@ -211,7 +213,9 @@ TEST(ChannelsLast, GlobalAndWideShapes) {
             a.pads_end = {1, k / 2};
             a.rounding = avgpool::rounding_type::ceil;
             a.divisor = avgpool::divisor_type::include_pad;
+            ++turn;
             for (index_t C : {3, 40, 300}) {
+                if (avgpool_test::under_asan && C != (turn % 3 == 0 ? 3 : turn % 3 == 1 ? 40 : 300)) continue;
                 auto plan = avgpool::detail::plan_access::create_exact<2>({1, C, 3, 100 + 7 * s + k}, a, avgpool::layout::channels_last);
                 ASSERT_TRUE(plan.ok());
                 const std::string t = "wide s " + std::to_string(s) + " k " + std::to_string(k) + " C " + std::to_string(C);

@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/geometry.hpp"
 #include "support/random.hpp"
 
 namespace {
@@ -533,6 +534,9 @@ template <class T>
 void pooling_suite() {
     using avgpool::pooling;
     for (index_t C : {1, 2, 3, 40}) {
+        // Under AddressSanitizer C = 2 is left out: its splits are those of C = 1 and 3 (the
+        // ThreadSanitizer and release runs keep it).
+        if (avgpool_test::under_asan && C == 2) continue;
         // An outer extent e for one plane, cut to reach the same total over C planes.
         const auto outer = [C](index_t e) { return C == 40 ? std::max<index_t>(3, e / 4) : (e + C - 1) / C; };
         const index_t H = C == 40 ? 21 : outer(128), W = C == 40 ? 27 : 131;

@@ -348,7 +348,7 @@ void fused_suite() {
         global.kernel = {w, w};
         fused_case<H, 2>({1, 40, w, w}, global, gen, cf);  // grouped and contiguous global sums
     }
-    for (int c = 0; c < 60; ++c) {
+    for (int c = 0; c < avgpool_test::sweep(60); ++c) {
         auto pick = [&](avgpool::index_t lo, avgpool::index_t hi) {
             return std::uniform_int_distribution<avgpool::index_t>(lo, hi)(gen);
         };

@@ -155,10 +155,10 @@ TEST(Traps, OpenVinoSpecSameUpperIs16x16) {
     EXPECT_EQ(g->pads_end, (avgpool::dims<2>{2, 2}));
 }
 
-// Global pooling of 2^25 + 3 ones: past float's 2^24 exact-integer range, so a naive float
-// accumulator would stop counting; the mean must be exactly 1.
+// Global pooling of 2^24 + 3 ones: past float's 2^24 exact-integer range, so a naive float
+// accumulator would stop counting at 2^24 (mean 0.9999998f); the mean must be exactly 1.
 TEST(Accuracy, MeanOfManyOnesIsExactlyOne) {
-    const avgpool::index_t n = (avgpool::index_t(1) << 25) + 3;
+    const avgpool::index_t n = (avgpool::index_t(1) << 24) + 3;
     std::vector<float> x(static_cast<std::size_t>(n), 1.0f);
     float y = 0;
     avgpool::pool_attrs<1> a;

@@ -4,4 +4,4 @@
 // links the same code.
 #include <avgpool/avgpool.hpp>
 
-AVGPOOL_INSTANTIATE(float, 2)
+AVGPOOL_INSTANTIATE(float, 1)
