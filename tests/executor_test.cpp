@@ -602,13 +602,13 @@ void channels_last_suite() {
 TEST(ExecutorPooling, ChannelsLastBitIdenticalFloat) { channels_last_suite<float>(); }
 TEST(ExecutorPooling, ChannelsLastBitIdenticalDouble) { channels_last_suite<double>(); }
 
-// The permute kernel (AVX-512 builds, float) over whole planes, where the split takes it:
-// returns whether it ran.
+// The permute kernel (AVX-512 builds, float) over whole planes, where the split takes it (not
+// where the stride-2 row kernel takes the plan): returns whether it ran.
 template <class T, std::size_t R>
 bool permute_forward(const avgpool::detail::plan_data<R>& d, avgpool::detail::pool_op op, const T* in, T* out, index_t planes) {
 #if AVGPOOL_PERM_KERNEL
     if constexpr (std::is_same<T, float>::value) {
-        if (!avgpool::detail::perm_applicable<T, R>(d)) return false;
+        if (!avgpool::detail::perm_applicable<T, R>(d) || avgpool::detail::s2_applicable<T, R>(d)) return false;
         avgpool::detail::perm_kernel<R>(d, op).run(in, out, 0, planes);
         return true;
     }
@@ -616,7 +616,8 @@ bool permute_forward(const avgpool::detail::plan_data<R>& d, avgpool::detail::po
     (void)d, (void)op, (void)in, (void)out, (void)planes;
     return false;
 }
-// The stride-2 row kernel (AVX2 builds, float) over whole planes, where the split takes it.
+// The stride-2 row kernel (float; with AVX-512 2-D planes only) over whole planes, where the
+// split takes it.
 template <class T, std::size_t R>
 bool stride2_forward(const avgpool::detail::plan_data<R>& d, avgpool::detail::pool_op op, const T* in, T* out, index_t planes) {
 #if AVGPOOL_STRIDE2_KERNEL
@@ -635,7 +636,9 @@ template <class T, std::size_t R>
 bool permute_backward(const avgpool::detail::plan_data<R>& d, const T* grad, T* grad_in, index_t planes) {
 #if AVGPOOL_PERM_KERNEL
     if constexpr (std::is_same<T, float>::value) {
-        if (!avgpool::detail::perm_backward_applicable<T, R>(d)) return false;
+        // (The stride-2 kernel, first where it applies, gives backward_cf's bits.)
+        if (!avgpool::detail::perm_backward_applicable<T, R>(d) || avgpool::detail::s2_backward_applicable<T, R>(d))
+            return false;
         avgpool::detail::perm_backward<R>(d).run(grad, grad_in, 0, planes);
         return true;
     }

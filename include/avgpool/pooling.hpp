@@ -637,7 +637,7 @@ private:
                 }
             }
         }
-        if (detail::s2_geometry<R>(d_)) {  // (AVX2 builds)
+        if (detail::s2_geometry<R>(d_)) {  // (AVX2 code; with AVX-512, 2-D planes)
             d_.perm_rows = detail::perm_rows<R>(d_);
             d_.s2_forward = true;
         }
@@ -671,7 +671,7 @@ private:
             }
         }
         if (detail::backward_rows_kept<R>(d_)) detail::build_backward_rows<R>(d_, d_.bw_taps, d_.bw_rows);
-        // (AVX2 builds, from the row tables; where backward_cf divides each output row first.)
+        // (AVX2 code, from the row tables; where backward_cf divides each output row first.)
         detail::s2_backward_table<R>(d_, detail::backward_cf_ring_fits<float, R>(d_));
         if (d_.memory_layout == layout::channels_last) {
             detail::build_backward_cols<R>(d_, d_.bw_cols, d_.bw_col_at);
@@ -734,6 +734,16 @@ private:
     // M: the element type in memory (U, or a 16-bit type the kernel converts in registers).
     template <class U, class M, class Fn>
     bool with_plane_kernel(detail::pool_op op, Fn&& fn) const {
+        // (The stride-2 kernel first: with AVX-512 it takes the 2-D planes it serves from the
+        // permute kernel, see AVGPOOL_STRIDE2_KERNEL.)
+#if AVGPOOL_STRIDE2_KERNEL
+        if constexpr (std::is_same<U, float>::value && std::is_same<M, float>::value) {
+            if (detail::s2_applicable<U, R, M>(d_)) {
+                fn(detail::s2_kernel<R>(d_, op));
+                return true;
+            }
+        }
+#endif
 #if AVGPOOL_PERM_KERNEL
         if constexpr (detail::perm_types<U, M>()) {
             if (detail::perm_applicable<U, R, M>(d_)) {
@@ -745,14 +755,6 @@ private:
                     fn(detail::perm_plane_kernel<M>(d_, op));
                     return true;
                 }
-            }
-        }
-#endif
-#if AVGPOOL_STRIDE2_KERNEL
-        if constexpr (std::is_same<U, float>::value && std::is_same<M, float>::value) {
-            if (detail::s2_applicable<U, R, M>(d_)) {
-                fn(detail::s2_kernel<R>(d_, op));
-                return true;
             }
         }
 #endif
@@ -775,6 +777,15 @@ private:
     // As with_plane_kernel for backward: fn gets a callable (grad_out, grad_in, begin, end).
     template <class U, class Fn>
     bool with_backward_kernel(Fn&& fn) const {
+#if AVGPOOL_STRIDE2_KERNEL
+        if constexpr (std::is_same<U, float>::value) {
+            if (detail::s2_backward_applicable<U, R>(d_)) {
+                const detail::s2_backward<R> k(d_);
+                fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run(g, gi, b, e); });
+                return true;
+            }
+        }
+#endif
 #if AVGPOOL_PERM_KERNEL
         if constexpr (std::is_same<U, float>::value) {
             if (detail::perm_backward_applicable<U, R>(d_)) {
@@ -788,15 +799,6 @@ private:
                     fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run(g, gi, b, e); });
                     return true;
                 }
-            }
-        }
-#endif
-#if AVGPOOL_STRIDE2_KERNEL
-        if constexpr (std::is_same<U, float>::value) {
-            if (detail::s2_backward_applicable<U, R>(d_)) {
-                const detail::s2_backward<R> k(d_);
-                fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run(g, gi, b, e); });
-                return true;
             }
         }
 #endif
@@ -830,19 +832,19 @@ private:
     // come out as the whole plane's. False when none serves the plan.
     template <class U, class Fn>
     bool with_backward_rows_kernel(Fn&& fn) const {
-#if AVGPOOL_PERM_KERNEL
+#if AVGPOOL_STRIDE2_KERNEL
         if constexpr (std::is_same<U, float>::value) {
-            if (detail::perm_backward_applicable<U, R>(d_)) {
-                const detail::perm_backward<R> k(d_);
+            if (detail::s2_backward_applicable<U, R>(d_)) {
+                const detail::s2_backward<R> k(d_);
                 fn([&k](const U* g, U* gi, index_t p, index_t r0, index_t r1) { k.run_rows(g, gi, p, r0, r1); });
                 return true;
             }
         }
 #endif
-#if AVGPOOL_STRIDE2_KERNEL
+#if AVGPOOL_PERM_KERNEL
         if constexpr (std::is_same<U, float>::value) {
-            if (detail::s2_backward_applicable<U, R>(d_)) {
-                const detail::s2_backward<R> k(d_);
+            if (detail::perm_backward_applicable<U, R>(d_)) {
+                const detail::perm_backward<R> k(d_);
                 fn([&k](const U* g, U* gi, index_t p, index_t r0, index_t r1) { k.run_rows(g, gi, p, r0, r1); });
                 return true;
             }
@@ -1042,7 +1044,9 @@ status pooling<R>::run(const T* in, T* out, detail::pool_op op, const detail::ex
         };
 #if AVGPOOL_PERM_KERNEL
         if constexpr (detail::perm_types<U, T>()) {
-            if (rows.split() && detail::perm_applicable<U, R, T>(d_)) return split_rows(detail::perm_kernel<R, T>(d_, op));
+            // (Not where the stride-2 kernel takes the plan, below: with_plane_kernel's order.)
+            if (rows.split() && detail::perm_applicable<U, R, T>(d_) && !detail::s2_applicable<U, R, T>(d_))
+                return split_rows(detail::perm_kernel<R, T>(d_, op));
         }
 #endif
         if (rows.split() && detail::pair_applicable<U, R>(d_)) return split_rows(detail::pair_kernel<U, R, T>(d_, op));

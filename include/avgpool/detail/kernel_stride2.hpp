@@ -1,8 +1,8 @@
 // avgpool: header-only N-D average pooling.
 // SPDX-License-Identifier: MIT
 //
-// The stride-2 row kernel, for AVX2 builds (where the AVX-512 permute kernel is compiled out):
-// channels-first float planes of R = 1 to 3 with rows of 9 to 128 inputs at stride 2 on the
+// The stride-2 row kernel, AVX2 code (in AVX-512 builds for 2-D planes only, ahead of the
+// permute kernel; see AVGPOOL_STRIDE2_KERNEL): channels-first float planes of R = 1 to 3 with rows of 9 to 128 inputs at stride 2 on the
 // last axis and 2x2, 3x3 or 5x5 windows: ShuffleNet's 3x3 pools on 14x14 to 56x56,
 // DenseNet's 2x2 on 14x14 and 28x28. The tile kernel spent about half its time there on transposes, the row and
 // block kernels on setting rows up. Here an output row is the sum of its window's input rows,
@@ -38,8 +38,13 @@
 #include "plan.hpp"
 #include "simd.hpp"
 
-// AVX2 with 8-lane float vectors: AVX-512 builds have the permute kernel for these planes.
-#if AVGPOOL_HAS_XSIMD && defined(__AVX2__) && !defined(__AVX512F__)
+// AVX2 code with 8-lane float vectors, in AVX2 and AVX-512 builds. With AVX-512 it takes only
+// 2-D float planes of rows 9 to 128 wide (s2_geometry), ahead of the permute kernel: on a Zen 5
+// (session 51, bench medians of 3 alternating processes) these planes took 0.77-0.85x the
+// permute kernel's time forward and 0.46-0.68x backward (ShuffleNet 14x14 and 28x28, DenseNet's
+// 2x2 on 14x14, pool_ci_2d), while the permute kernel kept 1-D rows (0.6x) and the 7x7 planes
+// (perm_plane_kernel, 0.8x the narrow path here).
+#if AVGPOOL_HAS_XSIMD && defined(__AVX2__)
 #define AVGPOOL_STRIDE2_KERNEL 1
 #else
 #define AVGPOOL_STRIDE2_KERNEL 0
@@ -94,7 +99,8 @@ constexpr bool s2_narrow(index_t W, index_t Wo, index_t k, index_t d, index_t pl
     return (W == 7 || W == 8) && Wo == 4 && k == 3 && d == 1 && pl == 1;
 }
 
-/// Whether the geometry suits the stride-2 row kernel (float storage, AVX2 builds only): the
+/// Whether the geometry suits the stride-2 row kernel (float storage, AVX2 code; with AVX-512
+/// 2-D planes only, not narrow rows): the
 /// last axis at stride 2 with rows of one to s2_max_chunks chunks (s2_backward_max_chunks
 /// for backward; forward leaves whole 2x2 blocks on rows of more than two chunks to the 2x2
 /// kernel) and at least 4 outputs a chunk, or the narrow rows of s2_narrow, whose
@@ -114,6 +120,7 @@ bool s2_geometry(const plan_data<R>& p, bool backward = false) noexcept {
     // (s2_backward_geometry turns the narrow rows away: s2_backward has no such path.)
     // (Narrow rows pair output rows down a plane: R >= 2.)
     const bool narrow = R >= 2 && s2_narrow(W, Wo, k, d, pl);
+    if (AVGPOOL_PERM_KERNEL && (R != 2 || narrow)) return false;  // (see AVGPOOL_STRIDE2_KERNEL)
     if (g.strides[R - 1] != 2 || (W < s2_min_width && !narrow) || chunks < 1 || chunks > max_chunks || Wo < 4 * chunks ||
         k < 1 || k > s2_max_taps)
         return false;
@@ -177,6 +184,19 @@ struct s2_tap {
 // A compile-time count (s2_backward's dispatch).
 template <int N>
 using s2_int = std::integral_constant<int, N>;
+
+// The 256-bit forms of simd.hpp's in_order, plus_zero and scale_plus_zero (vec<float> is
+// 16 lanes in AVX-512 builds, where this kernel still works on 8): the same operations.
+AVGPOOL_ALWAYS_INLINE __m256 s2_in_order(__m256 v) noexcept {
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(v), _MM_SHUFFLE(3, 1, 2, 0)));
+}
+AVGPOOL_ALWAYS_INLINE __m256 s2_plus_zero(__m256 v) noexcept { return _mm256_add_ps(v, _mm256_setzero_ps()); }
+AVGPOOL_ALWAYS_INLINE __m256 s2_scale_plus_zero(__m256 v, __m256 r) noexcept {
+#if defined(__FMA__)
+    if constexpr (has_fused_mul_add<float>()) return _mm256_fmadd_ps(v, r, _mm256_setzero_ps());
+#endif
+    return _mm256_add_ps(_mm256_mul_ps(v, r), _mm256_setzero_ps());
+}
 
 // 8 int32 lanes from a table.
 template <class A>
@@ -305,12 +325,12 @@ private:
     // which is stored after this one.
     AVGPOOL_ALWAYS_INLINE void put(__m256 acc, const float* rdiv, float* dst, index_t at, index_t c, bool last_row,
                                    bool average) const noexcept {
-        vec<float> v = in_order(vec<float>{acc});
-        v = average ? scale_plus_zero(v, vec<float>::load(rdiv + at)) : plus_zero(v);
+        __m256 v = s2_in_order(acc);
+        v = average ? s2_scale_plus_zero(v, _mm256_loadu_ps(rdiv + at)) : s2_plus_zero(v);
         if (!last_row) {
-            _mm256_storeu_ps(dst + at, v.v);
+            _mm256_storeu_ps(dst + at, v);
         } else {
-            _mm256_maskstore_ps(dst + at, store_mask(c), v.v);
+            _mm256_maskstore_ps(dst + at, store_mask(c), v);
         }
     }
 
@@ -548,7 +568,7 @@ private:
         const index_t xs = xs_, W = W_;
         const bool eight = xs == 64;
         const float* const rdiv = p_.template plane_reciprocals<float>();
-        const vec<float> d0 = vec<float>::load(rdiv), d1 = vec<float>::load(rdiv + 8);
+        const __m256 d0 = _mm256_loadu_ps(rdiv), d1 = _mm256_loadu_ps(rdiv + 8);
         for (index_t item = item_begin; item < item_end; ++item) {
             const float* const x = in + item * xs;
             float* const y = out + item * 16;
@@ -558,9 +578,9 @@ private:
             const __m256 c = _mm256_add_ps(_mm256_add_ps(r3, _mm256_loadu_ps(x + 4 * W)), r5);
             __m256 d = _mm256_add_ps(r5, _mm256_loadu_ps(x + 6 * W));
             if (eight) d = _mm256_add_ps(d, _mm256_loadu_ps(x + 7 * W));
-            const vec<float> lo{narrow_pair(a, b, k)}, hi{narrow_pair(c, d, k)};
-            _mm256_storeu_ps(y, (Average ? scale_plus_zero(lo, d0) : plus_zero(lo)).v);
-            _mm256_storeu_ps(y + 8, (Average ? scale_plus_zero(hi, d1) : plus_zero(hi)).v);
+            const __m256 lo = narrow_pair(a, b, k), hi = narrow_pair(c, d, k);
+            _mm256_storeu_ps(y, Average ? s2_scale_plus_zero(lo, d0) : s2_plus_zero(lo));
+            _mm256_storeu_ps(y + 8, Average ? s2_scale_plus_zero(hi, d1) : s2_plus_zero(hi));
         }
     }
 
@@ -589,15 +609,15 @@ private:
                 return sum;
             };
             for (index_t r = 0; r < nr; r += 2) {
-                vec<float> v{narrow_pair(down(r), r + 1 < nr ? down(r + 1) : _mm256_setzero_ps(), k)};
+                __m256 v = narrow_pair(down(r), r + 1 < nr ? down(r + 1) : _mm256_setzero_ps(), k);
                 const index_t at = r * 4;
-                v = average_ ? scale_plus_zero(v, vec<float>::load(rdiv + at)) : plus_zero(v);
+                v = average_ ? s2_scale_plus_zero(v, _mm256_loadu_ps(rdiv + at)) : s2_plus_zero(v);
                 // An odd last row's 4 spare lanes land on the next plane, stored after this
                 // one, but in the call's last plane.
                 if (r + 1 < nr || item + 1 < call_end) {
-                    _mm256_storeu_ps(dst + at, v.v);
+                    _mm256_storeu_ps(dst + at, v);
                 } else {
-                    _mm256_maskstore_ps(dst + at, half, v.v);
+                    _mm256_maskstore_ps(dst + at, half, v);
                 }
             }
         }
@@ -617,7 +637,7 @@ private:
 /// Output rows of a plane times chunks a row that s2_backward keeps expanded (its buffer).
 constexpr index_t s2_backward_rows = 256;
 
-/// Whether the stride-2 backward suits the plan (AVX2 builds): the forward kernel's planes,
+/// Whether the stride-2 backward suits the plan (AVX2 code): the forward kernel's planes,
 /// whose expanded output rows fit the kernel's buffer, with the plan's backward row tables.
 template <std::size_t R>
 bool s2_backward_geometry(const plan_data<R>& p) noexcept {
