@@ -74,7 +74,16 @@ void compare(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a,
             ASSERT_EQ(0, std::memcmp(fast.data(), parts.data(), n * sizeof(T))) << "run_rows split";
         };
         if (kind == kernel_kind::rows) {
-            avgpool::detail::cf_kernel<T, R>(d, op).run(in.data(), fast.data(), 0, items);
+            const avgpool::detail::cf_kernel<T, R> k(d, op);
+            k.run(in.data(), fast.data(), 0, items);
+            // In two calls, the later planes first (the slice path sums slices across planes),
+            // and by rows: the same bits.
+            const index_t cut = std::uniform_int_distribution<index_t>(0, items)(gen);
+            std::vector<T> parts(n, T(1e30));
+            k.run(in.data(), parts.data(), cut, items);
+            k.run(in.data(), parts.data(), 0, cut);
+            ASSERT_EQ(0, std::memcmp(fast.data(), parts.data(), n * sizeof(T))) << "two calls cut at " << cut;
+            expect_split_rows(k);
         } else if (kind == kernel_kind::flat) {
             const avgpool::detail::flat_kernel<T, R> k(d, op);
             k.run(in.data(), fast.data(), 0, items);
@@ -187,9 +196,11 @@ TEST(FastKernel, Rank3MatchesReference) {
 // Windows covering every axis but the first whole (i3d's 2x7x7 on 8x7x7): each output is one
 // contiguous run of slices. Kernel = extent + pads on those axes (so one output there), any
 // first-axis attributes but dilation, every divisor mode; slices of up to 2400 elements (more
-// than one 1024-element summation block).
+// than one 1024-element summation block). Returns how many took the slice path (each slice
+// summed once, L slices at a time across planes).
 template <class T, std::size_t R>
-void whole_trailing_suite(int cases) {
+int whole_trailing_suite(int cases) {
+    int slices = 0;
     for (int c = 0; c < cases; ++c) {
         std::mt19937_64 gen(77000 + 100 * R + static_cast<std::uint64_t>(c));
         auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
@@ -208,17 +219,52 @@ void whole_trailing_suite(int cases) {
         }
         avgpool::dims<R + 2> shape{};
         shape[0] = 1;
-        shape[1] = pick(1, 3);
+        shape[1] = pick(1, c % 3 == 0 ? 40 : 3);
         for (std::size_t ax = 0; ax < R; ++ax) shape[ax + 2] = spatial[ax];
+        auto plan = avgpool::pooling<R>::create(shape, a);
+        if (plan && avgpool::detail::cf_slices_geometry<T, R>(avgpool::detail::plan_access::data(*plan))) ++slices;
         compare<T, R>(shape, a, gen, describe<R>(shape, a, "whole trailing " + std::to_string(c)));
-        if (::testing::Test::HasFatalFailure()) return;
+        if (::testing::Test::HasFatalFailure()) return slices;
     }
+    return slices;
 }
 
 TEST(FastKernel, WholeTrailingAxesMatchReference) {
-    whole_trailing_suite<float, 2>(150);
-    whole_trailing_suite<float, 3>(150);
-    whole_trailing_suite<double, 3>(60);
+    const int s2 = whole_trailing_suite<float, 2>(150);
+    const int s3 = whole_trailing_suite<float, 3>(150);
+    const int d3 = whole_trailing_suite<double, 3>(60);
+    std::printf("[          ] %d, %d and %d plans took the slice path\n", s2, s3, d3);
+    // (Slices of at least a vector: fewer with 16-float vectors.)
+    EXPECT_GT(s2, 5);
+    EXPECT_GT(s3, 15);
+    EXPECT_GT(d3, 5);
+}
+
+// I3D's head (2x7x7 on 8x7x7 slices) through the public API takes the slice path: the bits of
+// cf_kernel run directly, sequential, on two threads, and with few planes (split by rows).
+TEST(FastKernel, SlicePathThroughTheApi) {
+    namespace dt = avgpool::detail;
+    avgpool::pool_attrs<3> a;
+    a.kernel = {2, 7, 7};
+    avgpool::thread_pool pool(2);
+    for (index_t C : {1, 2, 40}) {
+        auto plan = avgpool::pooling<3>::create({1, C, 8, 7, 7}, a);
+        ASSERT_TRUE(plan);
+        const auto& d = dt::plan_access::data(*plan);
+        ASSERT_TRUE((dt::cf_slices_geometry<float, 3>(d))) << C;
+        EXPECT_FALSE((dt::perm_applicable<float, 3>(d))) << C;
+        std::vector<float> in(static_cast<std::size_t>(plan->input_size()));
+        for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(static_cast<double>(i % 29) * 0.37 - 5.0);
+        const std::size_t n = static_cast<std::size_t>(plan->output_size());
+        std::vector<float> direct(n, 1.0f), api(n, 2.0f), threaded(n, 3.0f), ref(n);
+        dt::cf_kernel<float, 3>(d, dt::pool_op::average).run(in.data(), direct.data(), 0, C);
+        ASSERT_TRUE(plan->forward(in.data(), api.data()).ok());
+        ASSERT_TRUE(plan->forward(in.data(), threaded.data(), pool).ok());
+        EXPECT_EQ(0, std::memcmp(api.data(), direct.data(), n * sizeof(float))) << "C " << C;
+        EXPECT_EQ(0, std::memcmp(threaded.data(), direct.data(), n * sizeof(float))) << "C " << C;
+        dt::reference_pool<float, 3>(d, in.data(), ref.data(), dt::pool_op::average, 0, C);
+        for (std::size_t i = 0; i < n; ++i) EXPECT_NEAR(api[i], ref[i], 1e-5) << "C " << C << " output " << i;
+    }
 }
 
 // Rows longer than one buffer tile (2048 elements) and every stride 1-5, kernels 1-13.

@@ -66,6 +66,29 @@ bool inner_axes_whole(const plan_data<R>& p) noexcept {
     return true;
 }
 
+// Global pools of planes up to this many vectors take cf_kernel's grouped path.
+constexpr index_t global_group_max = 32;
+// The most first-axis slices cf_kernel's slice sums keep (on the stack) for a plane.
+constexpr index_t cf_slices_max = 256;
+
+/// Whether cf_kernel sums each first-axis slice once (its slice path): windows covering every
+/// other axis whole (inner_axes_whole), the first axis undilated with no empty window and at
+/// most cf_slices_max inputs, and slices of L to global_group_max * L elements (the global
+/// pool's grouped sums). I3D's 2x7x7 head on 8x7x7 slices.
+template <class T, std::size_t R>
+bool cf_slices_geometry(const plan_data<R>& p) noexcept {
+    constexpr index_t L = static_cast<index_t>(vec<T>::width);
+    if (R < 2 || R > 3 || L < 2 || p.global || p.adaptive || p.memory_layout != layout::channels_first ||
+        p.geometry.dilations[0] != 1 || p.geometry.input[0] > cf_slices_max || !inner_axes_whole<R>(p))
+        return false;
+    const index_t n = p.input_spatial_volume() / p.geometry.input[0];
+    if (n < L || n > global_group_max * L) return false;
+    const window* w = p.axis(0);
+    for (index_t o = 0; o < p.geometry.output[0]; ++o)
+        if (w[o].count == 0) return false;
+    return true;
+}
+
 /// Whether the fast channels-first kernel covers this plan for element type T.
 template <class T, std::size_t R>
 bool cf_applicable(const plan_data<R>& p) noexcept {
@@ -80,8 +103,6 @@ bool cf_applicable(const plan_data<R>& p) noexcept {
     return ke <= cf_buffer / 2;
 }
 
-// Global pools of planes up to this many vectors take cf_kernel's grouped path.
-constexpr index_t global_group_max = 32;
 
 /// Sum of n contiguous values: blocks of 4 independent vector accumulators, the block sums
 /// added in double. Error ~ (block / (4 * width) + log2 + n / block) * eps * sum|x|.
@@ -203,14 +224,15 @@ public:
             for (std::size_t a = 0; a < R; ++a) w[a] = p.axis(a);
             global_div_ = window_divisor<R>(p, w, global_empty_);
         }
-        if (p.global && L > 1 && n >= L && n <= global_group_max * L) {
-            group_n_ = n;
+        slices_ = cf_slices_geometry<T, R>(p);
+        if ((p.global && L > 1 && n >= L && n <= global_group_max * L) || slices_) {
+            group_n_ = p.global ? n : contig_inner_;  // (a slice's elements: the groups are its slices)
             // Lanes of the tail vector (the plane's last L values) that the whole vectors
             // before it already counted: masked off.
-            const index_t counted = L - n % L;
+            const index_t counted = L - group_n_ % L;
             for (index_t l = 0; l < L; ++l) {
                 using U = typename std::conditional<sizeof(T) == 4, std::uint32_t, std::uint64_t>::type;
-                const U bits = n % L != 0 && l >= counted ? ~U(0) : U(0);
+                const U bits = group_n_ % L != 0 && l >= counted ? ~U(0) : U(0);
                 std::memcpy(&tail_mask_[l], &bits, sizeof(T));
             }
         }
@@ -229,6 +251,20 @@ public:
             }
             for (index_t item = item_begin; item < item_end; ++item)
                 global(in + item * in_plane, out + item * out_plane, in_plane);
+            return;
+        }
+        if (slices_) {
+            // The planes' slices are consecutive: their sums go L at a time across planes (the
+            // same bits as a plane alone), for as many planes as the buffer holds.
+            const index_t D = p_.geometry.input[0], Do = p_.geometry.output[0];
+            const index_t per = std::max<index_t>(1, cf_slices_max / D);
+            alignas(64) T sums[cf_slices_max + L];
+            for (index_t item = item_begin; item < item_end; item += per) {
+                const index_t n = std::min(per, item_end - item);
+                slice_sums(in + item * in_plane, 0, n * D, sums);
+                for (index_t j = 0; j < n; ++j)
+                    for (index_t o = 0; o < Do; ++o) slices_row(sums + j * D, 0, out + (item + j) * out_plane + o, o);
+            }
             return;
         }
         buffers b;
@@ -252,6 +288,10 @@ public:
                 global_group(src, dst, 1);
             else
                 global(src, dst, in_plane);
+            return;
+        }
+        if (slices_) {  // (rows are the first axis's outputs: the other axes' are 1)
+            slices_outputs(src, dst, row_begin, row_end);
             return;
         }
         buffers b;
@@ -296,6 +336,21 @@ private:
     // slot in the group, so results do not depend on the grouping (the executor's split).
     // Error: n / L sequential adds per lane, then log2(L) levels: far inside the bound.
     void global_group(const M* src, M* dst, index_t count) const {
+        V r = plus_zero(group_tree(src, count));
+        if (op_ == pool_op::average)
+            r = global_empty_ ? V::splat(empty_window_value<T>(p_.empty_window_nan)) : r / V::splat(static_cast<T>(global_div_));
+        if (count == L) {
+            vstore(r, dst);
+            return;
+        }
+        alignas(64) T lanes[L];
+        r.store(lanes);
+        store_n(lanes, dst, static_cast<std::size_t>(count));
+    }
+
+    // The sums of `count` <= L consecutive planes of group_n_ values (global_group): plane i's
+    // in lane i, the other lanes 0.
+    V group_tree(const M* src, index_t count) const {
         const index_t n = group_n_;
         V acc[L];
         for (index_t i = 0; i < L; ++i) {
@@ -317,16 +372,43 @@ private:
                 acc[i] = even + odd;  // lanes: acc[2i]'s pair sums, then acc[2i + 1]'s
             }
         }
-        V r = plus_zero(acc[0]);
-        if (op_ == pool_op::average)
-            r = global_empty_ ? V::splat(empty_window_value<T>(p_.empty_window_nan)) : r / V::splat(static_cast<T>(global_div_));
-        if (count == L) {
-            vstore(r, dst);
-            return;
-        }
-        alignas(64) T lanes[L];
-        r.store(lanes);
-        store_n(lanes, dst, static_cast<std::size_t>(count));
+        return acc[0];
+    }
+
+    // The slice path (cf_slices_geometry): sums[d - d0] = the sum of first-axis slice d of a
+    // plane, for d in [d0, d1), L slices at a time through group_tree, whose sum of a slice
+    // does not depend on its group: run() and run_rows() give the same bits. sums has room for
+    // d1 - d0 + L values.
+    void slice_sums(const M* src, index_t d0, index_t d1, T* sums) const {
+        for (index_t d = d0; d < d1; d += L) group_tree(src + d * group_n_, std::min(L, d1 - d)).store(sums + (d - d0));
+    }
+
+    // Output o of the slice path: its window's slice sums (in sums, from slice `base` on) added
+    // in order, divided as contiguous_row divides.
+    void slices_row(const T* sums, index_t base, M* dst, index_t o) const {
+        const window& w0 = p_.axis(0)[o];
+        const T* s = sums + (w0.first - base);
+        T sum = s[0];
+        for (index_t t = 1; t < w0.count; ++t) sum = sum + s[t];
+        sum = sum + T(0);  // (-0 slices: the reference's sum from +0)
+        sstore(op_ == pool_op::sum ? sum : sum / whole_divisor(w0), dst);
+    }
+
+    // The divisor of an output whose window covers the other axes whole (first-axis window w0).
+    T whole_divisor(const window& w0) const {
+        double outer = static_cast<double>(w0.divisor);
+        for (std::size_t a = 1; a + 1 < R; ++a) outer *= static_cast<double>(p_.axis(a)[0].divisor);
+        return p_.divisor_override > 0 ? static_cast<T>(p_.divisor_override) : static_cast<T>(outer) * last_div_[0];
+    }
+
+    // Outputs [o0, o1) of a plane through the slice path.
+    void slices_outputs(const M* src, M* dst, index_t o0, index_t o1) const {
+        const window* w = p_.axis(0);
+        index_t lo = w[o0].first, hi = lo;
+        for (index_t o = o0; o < o1; ++o) hi = std::max(hi, w[o].first + w[o].count);
+        alignas(64) T sums[cf_slices_max + L];
+        slice_sums(src, lo, hi, sums);
+        for (index_t o = o0; o < o1; ++o) slices_row(sums, lo, dst + o, o);
     }
 
     void global(const M* src, M* dst, index_t n) const {
@@ -371,16 +453,17 @@ private:
             sstore(sum, dst);
             return true;
         }
-        double outer = static_cast<double>(w0.divisor);
-        for (std::size_t a = 1; a + 1 < R; ++a) outer *= static_cast<double>(p_.axis(a)[0].divisor);
-        const T div = p_.divisor_override > 0 ? static_cast<T>(p_.divisor_override) : static_cast<T>(outer) * last_div_[0];
-        sstore(sum / div, dst);
+        sstore(sum / whole_divisor(w0), dst);
         return true;
     }
 
     // One (n, c) plane: walk the output rows of the outer axes, listing each row's input rows.
     void plane(buffers& b, const M* src, M* dst) const {
         const pool_geometry<R>& g = p_.geometry;
+        if (slices_) {  // (the other axes' outputs are 1: output o of the first axis is dst[o])
+            slices_outputs(src, dst, 0, g.output[0]);
+            return;
+        }
         const M* rows[cf_max_outer_rows];
         if constexpr (R == 1) {
             rows[0] = src;
@@ -639,6 +722,7 @@ private:
     index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, tile_ = 1, buf_len_ = 1;
     const T* last_div_ = nullptr;
     index_t contig_inner_ = 0;  // elements of one first-axis slice, when contiguous_row applies
+    bool slices_ = false;       // cf_slices_geometry: the slice path (group_n_ = a slice's elements)
     index_t group_n_ = 0;        // plane size when global_group() applies, else 0
     double global_div_ = 1.0;  // a global plan's one divisor
     bool global_empty_ = false;

@@ -92,6 +92,9 @@ bool perm_geometry(const plan_data<R>& p) noexcept {
     // 2-D planes 8 wide or less: the tile kernel (7x7: 6.5 against 7.6 us for 576 planes) and
     // the same-grid kernel's two-rows-per-vector path (8x8 stride 1) are faster there.
     if (R == 2 && W <= 8) return false;
+    // Windows covering every axis but the first whole: cf_kernel sums each slice once (I3D's
+    // 2x7x7 head on 8x7x7: 0.6x this kernel's time, session 51).
+    if (cf_slices_geometry<float, R>(p)) return false;
     const window* w = p.axis(R - 1);
     for (index_t o = 0; o < Wo; ++o)
         if (w[o].count > perm_max_taps) return false;
