@@ -71,24 +71,6 @@ constexpr index_t global_group_max = 32;
 // The most first-axis slices cf_kernel's slice sums keep (on the stack) for a plane.
 constexpr index_t cf_slices_max = 256;
 
-/// Whether cf_kernel sums each first-axis slice once (its slice path): windows covering every
-/// other axis whole (inner_axes_whole), the first axis undilated with no empty window and at
-/// most cf_slices_max inputs, and slices of L to global_group_max * L elements (the global
-/// pool's grouped sums). I3D's 2x7x7 head on 8x7x7 slices.
-template <class T, std::size_t R>
-bool cf_slices_geometry(const plan_data<R>& p) noexcept {
-    constexpr index_t L = static_cast<index_t>(vec<T>::width);
-    if (R < 2 || R > 3 || L < 2 || p.global || p.adaptive || p.memory_layout != layout::channels_first ||
-        p.geometry.dilations[0] != 1 || p.geometry.input[0] > cf_slices_max || !inner_axes_whole<R>(p))
-        return false;
-    const index_t n = p.input_spatial_volume() / p.geometry.input[0];
-    if (n < L || n > global_group_max * L) return false;
-    const window* w = p.axis(0);
-    for (index_t o = 0; o < p.geometry.output[0]; ++o)
-        if (w[o].count == 0) return false;
-    return true;
-}
-
 /// Whether the fast channels-first kernel covers this plan for element type T.
 template <class T, std::size_t R>
 bool cf_applicable(const plan_data<R>& p) noexcept {
@@ -103,6 +85,24 @@ bool cf_applicable(const plan_data<R>& p) noexcept {
     return ke <= cf_buffer / 2;
 }
 
+/// Whether cf_kernel sums each first-axis slice once (its slice path): windows covering every
+/// other axis whole (inner_axes_whole), the first axis undilated with no empty window and at
+/// most cf_slices_max inputs, and slices of L to global_group_max * L elements (the global
+/// pool's grouped sums), where cf_applicable holds. I3D's 2x7x7 head on 8x7x7 slices.
+template <class T, std::size_t R>
+bool cf_slices_geometry(const plan_data<R>& p) noexcept {
+    constexpr index_t L = static_cast<index_t>(vec<T>::width);
+    if (R < 2 || R > 3 || L < 2 || p.global || p.adaptive || p.memory_layout != layout::channels_first ||
+        p.geometry.dilations[0] != 1 || p.geometry.input[0] > cf_slices_max || !inner_axes_whole<R>(p) ||
+        !cf_applicable<T, R>(p))
+        return false;
+    const index_t n = p.input_spatial_volume() / p.geometry.input[0];
+    if (n < L || n > global_group_max * L) return false;
+    const window* w = p.axis(0);
+    for (index_t o = 0; o < p.geometry.output[0]; ++o)
+        if (w[o].count == 0) return false;
+    return true;
+}
 
 /// Sum of n contiguous values: blocks of 4 independent vector accumulators, the block sums
 /// added in double. Error ~ (block / (4 * width) + log2 + n / block) * eps * sum|x|.
