@@ -401,7 +401,8 @@ private:
         return p_.divisor_override > 0 ? static_cast<T>(p_.divisor_override) : static_cast<T>(outer) * last_div_[0];
     }
 
-    // Outputs [o0, o1) of a plane through the slice path.
+    // Outputs [o0, o1) of a plane through the slice path (run_rows; run() batches planes;
+    // the other axes' outputs are 1, so output o of the first axis is dst[o]).
     void slices_outputs(const M* src, M* dst, index_t o0, index_t o1) const {
         const window* w = p_.axis(0);
         index_t lo = w[o0].first, hi = lo;
@@ -460,10 +461,6 @@ private:
     // One (n, c) plane: walk the output rows of the outer axes, listing each row's input rows.
     void plane(buffers& b, const M* src, M* dst) const {
         const pool_geometry<R>& g = p_.geometry;
-        if (slices_) {  // (the other axes' outputs are 1: output o of the first axis is dst[o])
-            slices_outputs(src, dst, 0, g.output[0]);
-            return;
-        }
         const M* rows[cf_max_outer_rows];
         if constexpr (R == 1) {
             rows[0] = src;
