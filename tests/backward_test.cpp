@@ -890,6 +890,46 @@ TEST(Backward, WidePlanesMatchReference) {
     expect_fast_matches<double, 2>(*p2, gen, true);
 }
 
+// Rows longer than the kernel's stack buffers (cf_buffer) take scratch share rows: random
+// geometries on 1-D rows and 2-D planes up to 3 cf_buffer long, and adaptive rows, against the
+// reference (they ran it before, at 15-25x forward's time on 16000-long rows).
+TEST(Backward, LongRowsMatchReference) {
+    namespace dt = avgpool::detail;
+    std::mt19937_64 gen(2052);
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    int long_rows = 0;
+    auto longer = [&](const avgpool::pool_geometry<1>& g) {
+        return (g.output[0] - 1) * g.strides[0] + (g.kernel[0] - 1) * g.dilations[0] + 1 > dt::cf_buffer;
+    };
+    for (int c = 0; c < 16; ++c) {
+        const avgpool::dims<3> s{1, pick(1, 2), pick(dt::cf_buffer / 2, 3 * dt::cf_buffer)};
+        const auto a = random_fast_attrs<1>(gen, s);
+        auto plan = avgpool::pooling<1>::create(s, a);
+        if (!plan) continue;
+        SCOPED_TRACE(describe<1>(s, a, "1-D case " + std::to_string(c)));
+        long_rows += longer(plan->geometry()) ? 1 : 0;
+        expect_fast_matches<float, 1>(*plan, gen, true);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+    for (int c = 0; c < 8; ++c) {
+        const avgpool::dims<4> s{1, 1, pick(1, 5), pick(dt::cf_buffer, 2 * dt::cf_buffer)};
+        const auto a = random_fast_attrs<2>(gen, s);
+        auto plan = avgpool::pooling<2>::create(s, a);
+        if (!plan) continue;
+        SCOPED_TRACE(describe<2>(s, a, "2-D case " + std::to_string(c)));
+        expect_fast_matches<double, 2>(*plan, gen, true);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+    for (index_t o : {index_t(7), index_t(3000), index_t(9000)}) {
+        auto plan = avgpool::pooling<1>::create_adaptive({1, 2, 5000}, {o});
+        ASSERT_TRUE(plan.ok());
+        SCOPED_TRACE("adaptive 5000 -> " + std::to_string(o));
+        expect_fast_matches<float, 1>(*plan, gen, true);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+    EXPECT_GE(long_rows, 8);  // the point: most rows past the stack buffers
+}
+
 // The row tables a plan keeps for backward stay bounded (65536 outer rows of 16x16 covers
 // made a 346 MB plan); a plan past the bound builds them per call and still matches.
 TEST(Backward, KeptTablesBounded) {

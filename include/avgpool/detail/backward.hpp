@@ -276,9 +276,13 @@ bool backward_cf_applicable(const plan_data<R>& p) noexcept {
     if (p.global) return true;  // backward_cf_global's fill
     // Divisors are formed in T, as in forward: they must be exact integers there.
     if (p.max_divisor > exact_integer_limit<T>() || !backward_rows_fit<R>(p)) return false;
+    // Rows past the kernel's stack buffers take scratch for their shares (16000-long 1-D rows
+    // ran the reference at 15x forward's time), bounded by a few rows: pads many times the
+    // row's length stay with the reference.
     const pool_geometry<R>& g = p.geometry;
-    if (p.adaptive) return g.input[R - 1] <= cf_buffer && g.output[R - 1] <= cf_buffer;
-    return (g.output[R - 1] - 1) * g.strides[R - 1] + (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1 <= cf_buffer;
+    const index_t W = g.input[R - 1], Wo = g.output[R - 1];
+    const index_t len = p.adaptive ? W : (Wo - 1) * g.strides[R - 1] + (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1;
+    return len <= cf_buffer || len <= 2 * (W + Wo);
 }
 
 // Channels-last input rows of at most 4 KB (W * C values) are made from their covering output
@@ -427,6 +431,7 @@ public:
         cols_ = std::clamp<index_t>(len_ - pb_, 0, W_);  // input columns a window reaches
         // Shares start after enough zeros for the farthest tap back, rounded to whole vectors.
         front_ = p.adaptive ? 0 : ((k_ - 1) * d_ + L - 1) / L * L;
+        sp_need_ = front_ + std::max(Wo_ + L, len_ + 2 * L) + L;
         mode_ = p.adaptive || s_ > 2 ? hmode::scatter : s_ == 1 ? hmode::gather1 : hmode::gather2;
         fixed_ = p.divisor_override > 0;
         override_ = static_cast<T>(p.divisor_override);
@@ -503,8 +508,14 @@ private:
     enum class hmode { gather1, gather2, scatter };
 
     struct buffers {
-        alignas(64) T sp[2 * cf_buffer + 4 * L];  // one row of shares between zero borders
-        alignas(64) T hb[cf_buffer + 2 * L];      // the scatter path's padded input row
+        buffers() = default;
+        buffers(const buffers&) = delete;  // sp and hb may point into the arrays
+        buffers& operator=(const buffers&) = delete;
+        alignas(64) T sp_local[2 * cf_buffer + 4 * L];
+        alignas(64) T hb_local[cf_buffer + 2 * L];
+        T* sp = sp_local;  // one row of shares between zero borders
+        T* hb = hb_local;  // the scatter path's padded input row
+        line_buffer<T> long_rows;  // sp and hb of rows past the arrays (scratch, per call)
         const T* rows[bw_max_rows];               // the output rows an input row gathers
         T* slot[bw_max_rows];                     // slots: the current cover's expanded slots
         T factor[bw_max_rows];                    // and their outer divisor factors
@@ -515,6 +526,12 @@ private:
     // The zeros around the share rows, written once per call: rows only write their own Wo
     // shares (and zeroed lanes past them), rows with no tap never.
     void init(buffers& b, const T* grad_out) const {
+        if (sp_need_ > static_cast<index_t>(sizeof(b.sp_local) / sizeof(T)) ||
+            len_ > static_cast<index_t>(sizeof(b.hb_local) / sizeof(T))) {
+            b.long_rows = line_buffer<T>(static_cast<std::size_t>(sp_need_ + (len_ + L - 1) / L * L));
+            b.sp = b.long_rows.get();
+            b.hb = b.sp + sp_need_;
+        }
         b.go_end = grad_out + p_.input_shape[0] * p_.input_shape[1] * p_.output_spatial_volume();
         if (flat_ || slots_) {
             std::fill(b.sp, b.sp + front_ + flat_rows_ * pitch_ + L, T(0));
@@ -970,6 +987,7 @@ private:
 
     const plan_data<R>& p_;
     index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, len_ = 0, cols_ = 0, front_ = 0;
+    index_t sp_need_ = 0;  // the share row's length with its zero borders (buffers::sp)
     hmode mode_ = hmode::scatter;
     // The plan's row tables, or (past bw_table_rows / bw_table_taps) this call's own.
     std::vector<bw_tap, scratch_allocator<bw_tap>> own_taps_;
