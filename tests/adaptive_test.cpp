@@ -153,6 +153,42 @@ TEST(Adaptive, RandomRank1) { random_adaptive<1>(300); }
 TEST(Adaptive, RandomRank2) { random_adaptive<2>(150); }
 TEST(Adaptive, RandomRank3) { random_adaptive<3>(60); }
 
+// Rows longer than the channels-first kernel's stack buffer (cf_buffer) take a scratch row
+// there, and long windows vector sums (they ran the reference: 1x64x16000 to 100 took 4x the
+// channels-last time). Against brute force, float and double, with the kernel asserted.
+template <std::size_t R>
+void long_rows(const avgpool::dims<R + 2>& s, const avgpool::dims<R>& O) {
+    namespace dt = avgpool::detail;
+    auto plan = avgpool::pooling<R>::create_adaptive(s, O);
+    ASSERT_TRUE(plan.ok());
+    ASSERT_GT(s[R + 1], dt::cf_buffer);
+    ASSERT_TRUE((dt::cf_applicable<float, R>(dt::plan_access::data(*plan))));
+    std::mt19937_64 gen(static_cast<std::uint64_t>(s[R + 1] + O[R - 1]));
+    avgpool_test::uniform<double> dist(-2, 2);
+    V x(static_cast<std::size_t>(plan->input_size()));
+    for (double& v : x) v = dist(gen);
+    const V want = brute<R>(s, O, x);
+    const V got = adaptive<R>(s, O, x);
+    const std::vector<float> gotf = adaptive<R, float>(s, O, std::vector<float>(x.begin(), x.end()));
+    ASSERT_EQ(got.size(), want.size());
+    // The longest window's taps bound the summation error (inputs in [-2, 2], rounded to float).
+    double taps = 1;
+    for (std::size_t a = 0; a < R; ++a) taps *= static_cast<double>((s[a + 2] + O[a] - 1) / O[a] + 1);
+    for (std::size_t i = 0; i < want.size(); ++i) {
+        ASSERT_NEAR(got[i], want[i], 1e-12) << i;
+        ASSERT_NEAR(gotf[i], want[i], 4 * (taps + 2) * 0x1p-24 * 2) << i;
+    }
+}
+
+TEST(Adaptive, LongRowsChannelsFirst) {
+    for (index_t o : {index_t(1), index_t(3), index_t(20), index_t(1500), index_t(5000)}) {
+        SCOPED_TRACE("1-D 2200 to " + std::to_string(o));
+        long_rows<1>({1, 2, 2200}, {o});
+    }
+    SCOPED_TRACE("2-D 3x3000 to 2x7");
+    long_rows<2>({1, 2, 3, 3000}, {2, 7});
+}
+
 // Output 1 on every axis is global pooling and takes that path.
 TEST(Adaptive, OutputOneIsGlobal) {
     auto plan = avgpool::pooling<2>::create_adaptive({1, 4, 60, 60}, {1, 1});

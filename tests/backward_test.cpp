@@ -930,6 +930,99 @@ TEST(Backward, LongRowsMatchReference) {
     EXPECT_GE(long_rows, 8);  // the point: most rows past the stack buffers
 }
 
+// Long kernels at stride 1 gather by blocks (cf_blocks_geometry), from the fewest taps that do
+// to kernels past cf_buffer, also dilated, in every order against the reference.
+TEST(Backward, LongKernelsGatherByBlocks) {
+    namespace dt = avgpool::detail;
+    std::mt19937_64 gen(1501);
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    for (int c = 0; c < 24; ++c) {
+        const index_t dil = c % 4 == 3 ? pick(2, 5) : 1;  // dilated: per-residue rows
+        const index_t kmin = dil == 1 ? dt::cf_block_min_taps<float>() : dt::cf_block_min_dilated_taps<float>();
+        const index_t k = c < 3 ? kmin + c : pick(kmin, c % 3 == 0 ? 3 * dt::cf_buffer / dil : 300);
+        avgpool::pool_attrs<2> a;
+        a.kernel = {pick(1, 3), k};
+        a.strides = {pick(1, 2), 1};
+        a.dilations = {1, dil};
+        a.pads_begin = {0, pick(0, std::min<index_t>(k - 1, 40))};
+        a.pads_end = {0, pick(0, k - 1)};
+        a.rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
+        a.divisor = static_cast<avgpool::divisor_type>(pick(0, 2));
+        a.divisor_override = pick(0, 4) == 0 ? pick(1, 9) : 0;
+        const index_t span = (k - 1) * dil + 1;
+        const avgpool::dims<4> s{1, pick(1, 2), pick(1, 5), pick(std::max<index_t>(1, span - 30), span + (c % 2 == 0 ? 4000 : 300))};
+        auto plan = avgpool::pooling<2>::create(s, a);
+        if (!plan) continue;
+        SCOPED_TRACE(describe<2>(s, a, "case " + std::to_string(c)));
+        ASSERT_TRUE((dt::cf_blocks_geometry<float, 2>(dt::plan_access::data(*plan))));
+        expect_fast_matches<float, 2>(*plan, gen, true);
+        expect_fast_matches<double, 2>(*plan, gen, true);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+}
+
+// plan_data::cover (computed, no longer tabled) against its definition: the outputs whose
+// window span reaches input x, the first of them being the first span ending at or past x
+// (or O); for fixed windows of every mode, adaptive ones (also O > X), and the flipped plans
+// channels-last backward builds from the covers themselves.
+template <std::size_t R>
+void check_covers(const avgpool::detail::plan_data<R>& d, const std::string& what) {
+    for (std::size_t a = 0; a < R; ++a) {
+        const index_t O = d.geometry.output[a], X = d.geometry.input[a];
+        const index_t reach = (d.geometry.kernel[a] - 1) * d.geometry.dilations[a];
+        auto span = [&](index_t o) {
+            const avgpool::detail::window& w = d.axis(a)[o];
+            const index_t lo = d.adaptive ? w.first : o * d.geometry.strides[a] - d.geometry.pads_begin[a];
+            return std::make_pair(lo, d.adaptive ? w.first + w.count - 1 : lo + reach);
+        };
+        index_t most = 0;
+        for (index_t x = 0; x < X; ++x) {
+            index_t first = O;
+            for (index_t o = O; o-- > 0;)
+                if (span(o).second >= x) first = o;
+            index_t count = 0;
+            for (index_t o = 0; o < O; ++o) {
+                const bool in = span(o).first <= x && x <= span(o).second;
+                if (in) {
+                    ASSERT_EQ(o, first + count) << what << ": axis " << a << " input " << x << " outputs not consecutive";
+                    ++count;
+                }
+            }
+            const avgpool::detail::window c = d.cover(a, x);
+            ASSERT_EQ(c.first, first) << what << ": axis " << a << " input " << x;
+            ASSERT_EQ(c.count, count) << what << ": axis " << a << " input " << x;
+            most = std::max(most, count);
+        }
+        ASSERT_EQ(d.cover_max[a], most) << what << ": axis " << a;
+    }
+}
+
+TEST(Backward, CoversMatchSpans) {
+    namespace dt = avgpool::detail;
+    std::mt19937_64 gen(2053);
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    int flipped = 0;
+    for (int c = 0; c < 300; ++c) {
+        const avgpool::dims<4> s{1, pick(1, 20), pick(1, 30), pick(1, 30)};
+        const auto a = random_fast_attrs<2>(gen, s);
+        auto plan = avgpool::pooling<2>::create(s, a, avgpool::layout::channels_last);
+        if (!plan) continue;
+        const std::string what = describe<2>(s, a, "case " + std::to_string(c));
+        const auto& d = dt::plan_access::data(*plan);
+        check_covers<2>(d, what);
+        if (d.flipped != nullptr) {
+            check_covers<2>(*d.flipped, what + " (flipped)");
+            ++flipped;
+        }
+        if (::testing::Test::HasFatalFailure()) return;
+        auto adaptive = avgpool::pooling<1>::create_adaptive({1, 1, pick(1, 40)}, {pick(1, 60)});
+        ASSERT_TRUE(adaptive.ok());
+        check_covers<1>(dt::plan_access::data(*adaptive), "adaptive, case " + std::to_string(c));
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+    EXPECT_GT(flipped, 10);
+}
+
 // The row tables a plan keeps for backward stay bounded (65536 outer rows of 16x16 covers
 // made a 346 MB plan); a plan past the bound builds them per call and still matches.
 TEST(Backward, KeptTablesBounded) {

@@ -345,6 +345,64 @@ TEST(ChannelsLast, LongKernelsStrideOne) {
     }
 }
 
+// Kernels past cl_max_block: the fused block sums with their blocks in scratch, and no row
+// buffer (cl_long_blocks; such plans ran the reference: 1x64x20000 with k = 1500 took 1.7 s).
+// Forward against the reference, and backward through the API (the flipped plan's sum at
+// stride 1) against the reference backward.
+TEST(ChannelsLast, KernelsPastTheBlockArrays) {
+    namespace dt = avgpool::detail;
+    std::mt19937_64 gen(33);
+    const index_t L = static_cast<index_t>(dt::vec<float>::width);
+    struct shape_case {
+        index_t k, W, pad, C;
+    };
+    std::vector<shape_case> cases;
+    for (index_t k : {dt::cl_max_block + 1, index_t(90)})
+        for (index_t W : {k + 1, 2 * k + 3, k + 700})
+            for (index_t pad : {index_t(0), k / 2, k - 1})
+                for (index_t C : {L, L + 3, 2 * L + 1}) cases.push_back({k, W, pad, C});
+    cases.push_back({700, 900, 350, L + 1});
+    cases.push_back({2500, 2600, 1249, L});
+    for (const shape_case& c : cases) {
+        const std::string t = "k " + std::to_string(c.k) + " W " + std::to_string(c.W) + " pad " + std::to_string(c.pad) +
+                              " C " + std::to_string(c.C);
+        avgpool::pool_attrs<1> a;
+        a.kernel = {c.k};
+        a.pads_begin = {c.pad};
+        a.pads_end = {c.pad / 3};
+        a.divisor = c.W % 2 == 0 ? avgpool::divisor_type::include_pad : avgpool::divisor_type::exclude_pad;
+        auto p1 = avgpool::pooling<1>::create({1, c.C, c.W}, a, avgpool::layout::channels_last);
+        ASSERT_TRUE(p1.ok()) << t;
+        ASSERT_TRUE((dt::cl_long_blocks<float, 1>(dt::plan_access::data(*p1)))) << t;
+        EXPECT_TRUE((compare_plan<float, 1>(*p1, gen, t))) << t;
+        avgpool::pool_attrs<2> b;
+        b.kernel = {2, c.k};
+        b.pads_begin = {1, c.pad};
+        b.pads_end = {0, c.pad / 3};
+        b.divisor = a.divisor;
+        auto p2 = avgpool::pooling<2>::create({1, c.C, 3, c.W}, b, avgpool::layout::channels_last);
+        ASSERT_TRUE(p2.ok()) << t;
+        EXPECT_TRUE((compare_plan<float, 2>(*p2, gen, t + " 2-D"))) << t;
+        if (c.C == L + 3) {
+            EXPECT_TRUE((compare_plan<double, 1>(*p1, gen, t + " double"))) << t;
+        }
+        // Backward: an input sums at most k shares, each rounded at most twice, so the error is
+        // within 2 (k + 2) eps times the sum of |shares| (the reference on |g|).
+        const auto& d = dt::plan_access::data(*p1);
+        const std::vector<float> g = random_input<float>(static_cast<std::size_t>(p1->output_size()), gen);
+        std::vector<float> g_abs(g.size()), got(static_cast<std::size_t>(p1->input_size()), 1e30f), ref(got.size()),
+            ref_abs(got.size());
+        for (std::size_t i = 0; i < g.size(); ++i) g_abs[i] = std::fabs(g[i]);
+        ASSERT_TRUE(p1->backward(g.data(), got.data()).ok());
+        dt::reference_backward<float, 1>(d, g.data(), ref.data(), 0, c.C);
+        dt::reference_backward<float, 1>(d, g_abs.data(), ref_abs.data(), 0, c.C);
+        for (std::size_t i = 0; i < got.size(); ++i)
+            ASSERT_NEAR(got[i], ref[i], 2.0 * static_cast<double>(c.k + 2) * eps<float>() * ref_abs[i] + 1e-30)
+                << t << " backward input " << i;
+        if (::testing::Test::HasFailure()) return;
+    }
+}
+
 // Infinite and NaN inputs through every channels-last path (register, ring, block-sum, slice)
 // and divisor kind (powers of two, others, include-pad): each output is what the reference's
 // double sum gives, +-Inf for a window holding one sign of Inf, NaN for both signs or a NaN.

@@ -292,6 +292,56 @@ TEST(FastKernel, WideRowsSpanSeveralTiles) {
     }
 }
 
+// Long kernels at stride 1 sum their rows by blocks (cf_blocks_geometry), from the fewest taps
+// that do to kernels past cf_buffer (which ran the reference: 1x4x20000 with k = 1500 took
+// 8900x a memcpy), also dilated, with any pads, rounding and divisor; R = 1 and 2, float and
+// double.
+TEST(FastKernel, LongKernelsSumByBlocks) {
+    namespace dt = avgpool::detail;
+    std::mt19937_64 gen(1500);
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    int whole = 0, dilated = 0;
+    for (int c = 0; c < 36; ++c) {
+        const index_t dil = c % 4 == 3 ? pick(2, 5) : 1;  // dilated: per-residue rows
+        const index_t kmin = dil == 1 ? dt::cf_block_min_taps<float>() : dt::cf_block_min_dilated_taps<float>();
+        const index_t k = c < 3 ? kmin + c : pick(kmin, c % 3 == 0 ? 3 * dt::cf_buffer / dil : 300);
+        const index_t W = pick(std::max<index_t>(1, (k - 1) * dil - 30), (k - 1) * dil + (c % 2 == 0 ? 5000 : 300));
+        const index_t pb = pick(0, std::min<index_t>(k - 1, 40)), pe = pick(0, k - 1);
+        const auto rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
+        const auto divisor = static_cast<avgpool::divisor_type>(pick(0, 2));
+        const std::string trace = "case " + std::to_string(c) + ": k " + std::to_string(k) + " dilation " +
+                                  std::to_string(dil) + " W " + std::to_string(W) + " pads " + std::to_string(pb) + "/" +
+                                  std::to_string(pe);
+        avgpool::pool_attrs<1> a;
+        a.kernel = {k};
+        a.dilations = {dil};
+        a.pads_begin = {pb};
+        a.pads_end = {pe};
+        a.rounding = rounding;
+        a.divisor = divisor;
+        const avgpool::dims<3> shape{1, pick(1, 3), W};
+        auto plan = avgpool::pooling<1>::create(shape, a);
+        if (!plan) continue;
+        ASSERT_TRUE((dt::cf_blocks_geometry<float, 1>(dt::plan_access::data(*plan)))) << trace;
+        whole += plan->geometry().output[0] + (k - 1) * dil > dt::cf_buffer ? 1 : 0;
+        dilated += dil > 1 ? 1 : 0;
+        compare<float, 1>(shape, a, gen, trace);
+        compare<double, 1>(shape, a, gen, trace);
+        avgpool::pool_attrs<2> b;
+        b.kernel = {pick(1, 3), k};
+        b.strides = {pick(1, 2), 1};
+        b.dilations = {1, dil};
+        b.pads_begin = {0, pb};
+        b.pads_end = {pick(0, b.kernel[0] - 1), pe};
+        b.rounding = rounding;
+        b.divisor = divisor;
+        compare<float, 2>({1, pick(1, 2), pick(1, 6), W}, b, gen, trace + " (2-D)");
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+    EXPECT_GE(whole, 5);  // rows past the stack buffer, in scratch
+    EXPECT_GE(dilated, 5);
+}
+
 // The block kernel: stride 1 or 2 and dilation 1 on the last axis, k <= 5, any width, pads and
 // rounding; random outer-axis geometry (R = 2, 3); enough rows and planes to cross its row
 // blocks; R = 3 includes 8 and 16 wide planes at stride 2 (one vector a row).

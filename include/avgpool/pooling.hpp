@@ -436,17 +436,10 @@ private:
         d_.windows.resize(total);
     }
 
-    // For each input x of each axis, the outputs whose window span reaches it. Spans (not
-    // first valid taps: dilation can skip the first tap of an early window) start and end at
-    // non-decreasing positions, so two pointers sweep each axis once.
+    // Per axis, the most outputs whose window span reaches one input (plan_data::cover). Spans
+    // (not first valid taps: dilation can skip the first tap of an early window) start and end
+    // at non-decreasing positions, so two pointers sweep each axis once, with no division.
     void build_cover() {
-        d_.cover_max = {};
-        std::size_t total = 0;
-        for (std::size_t a = 0; a < R; ++a) {
-            d_.cover_offset[a] = total;
-            total += static_cast<std::size_t>(d_.input_shape[a + 2]);
-        }
-        d_.cover.assign(total, detail::window{});
         const pool_geometry<R>& g = d_.geometry;
         for (std::size_t a = 0; a < R; ++a) {
             const detail::window* w = d_.axis(a);
@@ -456,16 +449,14 @@ private:
             auto span_last = [&](index_t o) {
                 return d_.adaptive ? w[o].first + w[o].count - 1 : o * g.strides[a] - g.pads_begin[a] + ke - 1;
             };
-            index_t lo = 0, hi = 0;
+            index_t lo = 0, hi = 0, most = 0;
             for (index_t x = 0; x < X; ++x) {
                 while (lo < O && span_last(lo) < x) ++lo;
                 if (hi < lo) hi = lo;
                 while (hi < O && span_first(hi) <= x) ++hi;
-                detail::window& c = d_.cover[d_.cover_offset[a] + static_cast<std::size_t>(x)];
-                c.first = lo;
-                c.count = hi - lo;
-                d_.cover_max[a] = std::max(d_.cover_max[a], c.count);
+                most = std::max(most, hi - lo);
             }
+            d_.cover_max[a] = most;
         }
     }
 
@@ -564,11 +555,11 @@ private:
         for (std::size_t a = 0; a < R; ++a) {
             d_.tile_cover_axis[a] = d_.tile_cover_at.size();
             const detail::window* w = d_.axis(a);
-            const detail::window* cv = d_.covers(a);
             const index_t d = d_.adaptive ? 1 : g.dilations[a];
             for (index_t x = 0; x < g.input[a]; ++x) {
                 d_.tile_cover_at.push_back(static_cast<index_t>(d_.tile_cover.size()));
-                for (index_t o = cv[x].first; o < cv[x].first + cv[x].count; ++o) {
+                const detail::window cv = d_.cover(a, x);
+                for (index_t o = cv.first; o < cv.first + cv.count; ++o) {
                     const index_t off = x - w[o].first;
                     if (w[o].count > 0 && off >= 0 && off % d == 0 && off / d < w[o].count) d_.tile_cover.push_back(o);
                 }
@@ -598,15 +589,26 @@ private:
         const std::size_t n = static_cast<std::size_t>(g.output[R - 1]);
         d_.last_div_f.assign(n + pad, 1.0f);
         d_.last_div_d.assign(n + pad, 1.0);
-        d_.last_bdiv_f.assign(n + pad, 1.0f);
-        d_.last_bdiv_d.assign(n + pad, 1.0);
+        bool nan_empty = false;  // backward's divisors differ (empty windows kept 0 for NaN)
         for (std::size_t o = 0; o < n; ++o) {
             const index_t f = last[o].divisor;
             const double eff = f != 0 ? static_cast<double>(f) : (d_.empty_window_nan ? 0.0 : 1.0);
             d_.last_div_f[o] = static_cast<float>(eff);
             d_.last_div_d[o] = eff;
-            d_.last_bdiv_f[o] = f != 0 ? static_cast<float>(f) : 1.0f;
-            d_.last_bdiv_d[o] = f != 0 ? static_cast<double>(f) : 1.0;
+            nan_empty = nan_empty || eff == 0.0;
+        }
+        // Else backward reads the forward rows (plan_data::last_backward_divisor): 12 bytes
+        // less per output, which 1-D plans of long rows keep per input position.
+        d_.last_bdiv_f.clear();
+        d_.last_bdiv_d.clear();
+        if (nan_empty) {
+            d_.last_bdiv_f.assign(n + pad, 1.0f);
+            d_.last_bdiv_d.assign(n + pad, 1.0);
+            for (std::size_t o = 0; o < n; ++o) {
+                const index_t f = last[o].divisor;
+                d_.last_bdiv_f[o] = f != 0 ? static_cast<float>(f) : 1.0f;
+                d_.last_bdiv_d[o] = f != 0 ? static_cast<double>(f) : 1.0;
+            }
         }
         // A flipped plan only feeds the channels-last forward kernel's sum: it needs no more.
         if (d_.flipped_own) return;
@@ -690,7 +692,7 @@ private:
         for (std::size_t a = 0; a < R; ++a) {
             unit = unit && g.strides[a] == 1;
             for (index_t x = 0; x < g.input[a]; ++x)
-                if (d_.covers(a)[x].count == 0) return;  // an input no window taps
+                if (d_.cover(a, x).count == 0) return;  // an input no window taps
         }
         pooling f;
         detail::plan_data<R>& t = f.d_;
@@ -717,7 +719,7 @@ private:
             for (std::size_t a = 0; a < R; ++a) {
                 index_t largest = 1;
                 for (index_t x = 0; x < g.input[a]; ++x) {
-                    detail::window w = d_.covers(a)[x];
+                    detail::window w = d_.cover(a, x);
                     w.divisor = w.count;
                     t.windows[t.offset[a] + static_cast<std::size_t>(x)] = w;
                     largest = std::max(largest, w.count);

@@ -41,18 +41,20 @@ void reference_backward(const plan_data<R>& p, const T* grad_out, T* grad_in, in
     const index_t in_volume = p.input_spatial_volume();
     const reference_axes<R> ax(p, in_st, out_st);
     const index_t *ist = ax.in_stride, *ost = ax.out_stride, *ish = ax.in_shape, *dil = ax.dilation;
-    const window *const *table = ax.table, *const *cover = ax.cover;
+    const window* const* table = ax.table;
     for (index_t item = item_begin; item < item_end; ++item) {
         const index_t n = item / C, c = item % C;
         T* gi = grad_in + n * in_st[0] + c * in_st[1];
         const T* go = grad_out + n * out_st[0] + c * out_st[1];
         index_t x[R] = {};  // input position, odometer order
+        window cover[R];    // per axis, the outputs reaching x[a] (updated as x[a] moves)
+        for (std::size_t a = 0; a < R; ++a) cover[a] = p.cover(a, 0);
         for (index_t flat = 0; flat < in_volume; ++flat) {
             const window* cv[R];
             bool none = false;
             index_t in_off = 0;
             for (std::size_t a = 0; a < R; ++a) {
-                cv[a] = cover[a] + x[a];
+                cv[a] = cover + a;
                 none = none || cv[a]->count == 0;
                 in_off += x[a] * ist[a];
             }
@@ -87,8 +89,10 @@ void reference_backward(const plan_data<R>& p, const T* grad_out, T* grad_in, in
             }
             gi[in_off] = from_double<T>(acc.value());
             for (std::size_t a = R; a-- > 0;) {
-                if (++x[a] < ish[a]) break;
-                x[a] = 0;
+                const bool carry = ++x[a] == ish[a];
+                if (carry) x[a] = 0;
+                cover[a] = p.cover(a, x[a]);
+                if (!carry) break;
             }
         }
     }
@@ -118,7 +122,7 @@ constexpr index_t bw_table_taps = index_t(1) << 18;
 /// Calls fn(o, divisor factor) for each output of outer axis a with a tap at input x.
 template <std::size_t R, class Fn>
 void backward_taps(const plan_data<R>& p, std::size_t a, index_t x, Fn&& fn) {
-    const window& cv = p.covers(a)[x];
+    const window cv = p.cover(a, x);
     const window* w = p.axis(a);
     const index_t d = p.geometry.dilations[a];
     if (d == 1) {  // every output whose span reaches x taps it (and no idiv below)
@@ -138,6 +142,9 @@ template <std::size_t R>
 void build_backward_cols(const plan_data<R>& p, std::vector<index_t>& cols, std::vector<index_t>& col_at) {
     const index_t W = p.geometry.input[R - 1];
     col_at.assign(static_cast<std::size_t>(W + 1), 0);
+    std::size_t total = 0;  // counted first: growing the list copied it (a third of a 1-D plan's making)
+    for (index_t x = 0; x < W; ++x) backward_taps<R>(p, R - 1, x, [&](index_t, index_t) { ++total; });
+    cols.reserve(total);
     for (index_t x = 0; x < W; ++x) {
         col_at[static_cast<std::size_t>(x)] = static_cast<index_t>(cols.size());
         backward_taps<R>(p, R - 1, x, [&](index_t o, index_t) { cols.push_back(o); });
@@ -206,8 +213,8 @@ void build_backward_cl_facts(plan_data<R>& p) {
 template <std::size_t R>
 bool same_taps_as_previous(const plan_data<R>& p, std::size_t a, index_t x) noexcept {
     if (x == 0 || p.geometry.dilations[a] != 1) return false;
-    const window* c = p.covers(a);
-    return c[x].first == c[x - 1].first && c[x].count == c[x - 1].count;
+    const window c = p.cover(a, x), b = p.cover(a, x - 1);
+    return c.first == b.first && c.count == b.count;
 }
 
 /// backward_cf's row tables: for each outer input row, the outer output rows that tap it
@@ -433,6 +440,7 @@ public:
         front_ = p.adaptive ? 0 : ((k_ - 1) * d_ + L - 1) / L * L;
         sp_need_ = front_ + std::max(Wo_ + L, len_ + 2 * L) + L;
         mode_ = p.adaptive || s_ > 2 ? hmode::scatter : s_ == 1 ? hmode::gather1 : hmode::gather2;
+        blocks_ = cf_blocks_geometry<T, R>(p);  // (gather1's windows, summed by blocks)
         fixed_ = p.divisor_override > 0;
         override_ = static_cast<T>(p.divisor_override);
         bdiv_ = p.template last_backward_divisor<T>();
@@ -516,6 +524,7 @@ private:
         T* sp = sp_local;  // one row of shares between zero borders
         T* hb = hb_local;  // the scatter path's padded input row
         line_buffer<T> long_rows;  // sp and hb of rows past the arrays (scratch, per call)
+        line_buffer<T> blocks;     // block_window_sums' scratch
         const T* rows[bw_max_rows];               // the output rows an input row gathers
         T* slot[bw_max_rows];                     // slots: the current cover's expanded slots
         T factor[bw_max_rows];                    // and their outer divisor factors
@@ -532,6 +541,7 @@ private:
             b.sp = b.long_rows.get();
             b.hb = b.sp + sp_need_;
         }
+        if (blocks_) b.blocks = line_buffer<T>(static_cast<std::size_t>(2 * (k_ + L) + (d_ == 1 ? 0 : cols_ / d_ + k_ + 1)));
         b.go_end = grad_out + p_.input_shape[0] * p_.input_shape[1] * p_.output_spatial_volume();
         if (flat_ || slots_) {
             std::fill(b.sp, b.sp + front_ + flat_rows_ * pitch_ + L, T(0));
@@ -695,8 +705,8 @@ private:
         // Outer output rows [q0, q1) tap the range: the first axis's covering outputs (all of
         // the second axis's for R = 3).
         const index_t H = R == 3 ? g.input[1] : 1, Ho = R == 3 ? g.output[1] : 1;
-        const window& c0 = p_.covers(0)[r0 / H];
-        const window& c1 = p_.covers(0)[(r1 - 1) / H];
+        const window c0 = p_.cover(0, r0 / H);
+        const window c1 = p_.cover(0, (r1 - 1) / H);
         const index_t q0 = c0.first * Ho, q1 = std::max(c0.first, c1.first + c1.count) * Ho;
         for (index_t q = q0; q < q1; ++q) {
             const window& a0 = w0[q / Ho];
@@ -754,7 +764,7 @@ private:
         walk(
             gi, r0, r1,
             [&](index_t x0) {
-                const window& c = p_.covers(0)[x0];
+                const window c = p_.cover(0, x0);
                 first = c.first;
                 for (index_t o = std::max(next, c.first); o < c.first + c.count; ++o) {
                     if (w0[o].count == 0) continue;  // a window with no tap is never gathered
@@ -784,7 +794,7 @@ private:
         walk(
             gi, r0, r1,
             [&](index_t x0) {
-                const window& c = p_.covers(0)[x0];
+                const window c = p_.cover(0, x0);
                 for (index_t o = std::max(next, c.first); o < c.first + c.count; ++o) {
                     if (w0[o].count == 0) continue;  // a window with no tap is never gathered
                     T* at = b.ring + (o % cap_) * slot_;
@@ -806,7 +816,13 @@ private:
 
     void horizontal(buffers& b, const T* sh, T* dst, const T* dst_end) const noexcept {
         switch (mode_) {
-            case hmode::gather1: gather1(sh, dst, dst_end); break;
+            case hmode::gather1:
+                if (blocks_) {
+                    gather_blocks(b.blocks.get(), sh, dst);
+                } else {
+                    gather1(sh, dst, dst_end);
+                }
+                break;
             case hmode::gather2: gather2(sh, dst, dst_end); break;
             default: scatter(b.hb, sh, dst); break;
         }
@@ -923,6 +939,23 @@ private:
         std::fill(dst + cols_, dst + W_, T(0));  // beyond every window
     }
 
+    // Stride 1, long kernels (cf_blocks_geometry): input column x sums the shares of padded
+    // positions x + pb - (k - 1) d .. x + pb, d apart, a window of block_window_sums (or
+    // dilated_window_sums; the zeros before the shares reach back front_ >= (k - 1) d).
+    void gather_blocks(T* scratch, const T* sh, T* dst) const {
+        if (d_ > 1) {
+            dilated_window_sums(sh + pb_ - (k_ - 1) * d_, cols_, k_, d_, scratch, dst);
+            std::fill(dst + cols_, dst + W_, T(0));
+            return;
+        }
+        block_window_sums(sh + pb_ - (k_ - 1), cols_, k_, scratch, [&](index_t u0, const T* a, const T* c, index_t n) {
+            index_t t = 0;
+            for (; t + L <= n; t += L) (V::load(a + t) + V::load(c + t)).store(dst + u0 + t);
+            for (; t < n; ++t) dst[u0 + t] = a[t] + c[t];
+        });
+        std::fill(dst + cols_, dst + W_, T(0));
+    }
+
     // Stride 2: the even (e) and odd (o) positions 2m, 2m + 1 of the padded row, for the L
     // values of m from so = sh + m (odd) and se (even: sh + m, or sh + m + 1 to pair odd
     // positions with the next even ones).
@@ -974,8 +1007,13 @@ private:
         const window* w = p_.axis(R - 1);
         for (index_t ow = 0; ow < Wo_; ++ow) {
             if (w[ow].count == 0) continue;  // taps only in padding
-            if (p_.adaptive) {
-                for (index_t i = 0; i < w[ow].count; ++i) hb[w[ow].first + i] += sh[ow];
+            if (p_.adaptive) {  // (whole vectors: the same adds, in the same order per input)
+                T* at = hb + w[ow].first;
+                const index_t n = w[ow].count;
+                const V v = V::splat(sh[ow]);
+                index_t i = 0;
+                for (; i + L <= n; i += L) (V::load(at + i) + v).store(at + i);
+                for (; i < n; ++i) at[i] += sh[ow];
             } else {
                 T* at = hb + ow * s_;
                 for (index_t j = 0; j < k_; ++j) at[j * d_] += sh[ow];
@@ -994,7 +1032,7 @@ private:
     std::vector<bw_row, scratch_allocator<bw_row>> own_rows_;
     const bw_tap* taps_ = nullptr;
     const bw_row* rows_ = nullptr;
-    bool fixed_ = false, ring_ = false, flat_ = false, slots_ = false, whole_ = false;
+    bool fixed_ = false, ring_ = false, flat_ = false, slots_ = false, whole_ = false, blocks_ = false;
     index_t inner_div_ = 1;  // whole_: the divisors of the axes between the first and the last
     index_t cap_ = 1, slot_ = 0, pitch_ = 0, flat_rows_ = 0, fslot_ = 0;
     T override_ = T(1);

@@ -35,6 +35,23 @@ constexpr index_t cf_buffer = 2048;
 // stack; larger outer kernels take the reference path.
 constexpr index_t cf_max_outer_rows = 1024;
 
+// Kernels of at least this many taps (stride 1, dilation 1) sum their rows' windows by blocks
+// (block_window_sums), where direct sums cost k / L loads per output: two vectors' worth, and
+// at least 16. Measured on AVX-512 (1x16x20000 rows, us): direct 267 / 318 / 556 / 1067 at
+// k = 24 / 32 / 64 / 128, blocks 349 / 280 / 256 / 255, and 264 at k = 512.
+// Dilated windows gather each residue's taps into a row first and store scalar sums, so
+// they take blocks from cf_block_min_dilated_taps on. Measured on AVX-512 (channels-last
+// 1x4x20000 through its flat plan, dilation 4; us): direct 74 / 98 / 140 / 185 at k = 24 /
+// 33 / 48 / 64, blocks 101 / 118 / 113 / 123 (113 at k = 100, where direct took 286).
+template <class T>
+constexpr index_t cf_block_min_taps() noexcept {
+    return std::max<index_t>(2 * static_cast<index_t>(vec<T>::width), 16);
+}
+template <class T>
+constexpr index_t cf_block_min_dilated_taps() noexcept {
+    return 3 * cf_block_min_taps<T>() / 2;
+}
+
 template <class T>
 constexpr double exact_integer_limit() noexcept {
     return sizeof(T) == 4 ? 16777216.0 : 9007199254740992.0;  // 2^24, 2^53
@@ -71,6 +88,28 @@ constexpr index_t global_group_max = 32;
 // The most first-axis slices cf_kernel's slice sums keep (on the stack) for a plane.
 constexpr index_t cf_slices_max = 256;
 
+/// Whether cf_kernel sums the last axis's windows by blocks (block_window_sums, and
+/// dilated_window_sums past dilation 1): stride 1, fixed windows, at least
+/// cf_block_min_taps() taps (cf_block_min_dilated_taps() dilated).
+template <class T, std::size_t R>
+bool cf_blocks_geometry(const plan_data<R>& p) noexcept {
+    const pool_geometry<R>& g = p.geometry;
+    const index_t k = g.kernel[R - 1];
+    return !p.adaptive && g.strides[R - 1] == 1 &&
+           (g.dilations[R - 1] == 1 ? k >= cf_block_min_taps<T>() : k >= cf_block_min_dilated_taps<T>());
+}
+
+/// Whether cf_kernel takes each row whole (one tile, in scratch past cf_buffer) for its block
+/// sums: where their padded length stays within a few rows (pads many times the row's length
+/// are left to the reference, as kernels past cf_buffer / 2 without blocks are).
+template <class T, std::size_t R>
+bool cf_whole_row_blocks(const plan_data<R>& p) noexcept {
+    if (!cf_blocks_geometry<T, R>(p)) return false;
+    const index_t W = p.geometry.input[R - 1], Wo = p.geometry.output[R - 1];
+    const index_t len = Wo + (p.geometry.kernel[R - 1] - 1) * p.geometry.dilations[R - 1];
+    return len <= cf_buffer || len <= 2 * (W + Wo);
+}
+
 /// Whether the fast channels-first kernel covers this plan for element type T.
 template <class T, std::size_t R>
 bool cf_applicable(const plan_data<R>& p) noexcept {
@@ -80,9 +119,9 @@ bool cf_applicable(const plan_data<R>& p) noexcept {
     if (p.global) return true;
     const pool_geometry<R>& g = p.geometry;
     if (!outer_rows_fit<R>(g)) return false;
-    if (p.adaptive) return g.input[R - 1] <= cf_buffer;  // the whole row in the buffer
+    if (p.adaptive) return true;  // the whole row in the buffer (scratch past cf_buffer)
     const index_t ke = (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1;
-    return ke <= cf_buffer / 2;
+    return ke <= cf_buffer / 2 || cf_whole_row_blocks<T, R>(p);
 }
 
 /// Whether cf_kernel sums each first-axis slice once (its slice path): windows covering every
@@ -131,6 +170,55 @@ double contiguous_sum(const M* x, index_t n) noexcept {
         total += static_cast<double>(s);
     }
     return total;
+}
+
+/// Window sums of k consecutive values by blocks of k (van Herk / Gil-Werman, for sums):
+/// window u, starting in block b, is the suffix of block b from u plus the prefix of block
+/// b + 1 up to u + k - 1 (a window on a block start is its block), each part summed directly
+/// in order, so no subtraction and at most k - 1 adds per part (within the accuracy bound of
+/// direct sums). About two scalar adds per value for any k, where direct sums take k / L
+/// loads per output. For each block, emit(u0, a, b, n): windows u0 + t, t < n, sum to
+/// a[t] + b[t] (both readable to n + L). src: readable over [0, n_out + k - 1). scratch:
+/// 2 (k + L) values.
+template <class T, class Emit>
+void block_window_sums(const T* src, index_t n_out, index_t k, T* scratch, Emit&& emit) {
+    constexpr index_t L = static_cast<index_t>(vec<T>::width);
+    T* const suf = scratch;          // suffix sums of the block, from each t to its end
+    T* const pre = scratch + k + L;  // pre[t]: prefix of the next block up to t - 1 (pre[0] = 0)
+    std::fill(suf + k, suf + k + L, T(0));
+    for (index_t b0 = 0; b0 < n_out; b0 += k) {
+        const index_t n = std::min(k, n_out - b0);  // windows starting in this block
+        const T* blk = src + b0;
+        // The two chains of adds in one loop, so that they overlap (each add waits for the
+        // one before in its chain).
+        T s = T(0), q = T(0);
+        pre[0] = T(0);
+        index_t t = 0;
+        for (; t + 1 < n; ++t) {
+            suf[k - 1 - t] = s += blk[k - 1 - t];
+            pre[t + 1] = q += blk[k + t];
+        }
+        for (; t < k; ++t) suf[k - 1 - t] = s += blk[k - 1 - t];
+        std::fill(pre + n, pre + n + L, T(0));
+        emit(b0, suf, pre, n);
+    }
+}
+
+/// The same for windows of k taps d apart: sums[u] = src[u] + src[u + d] + ... +
+/// src[u + (k - 1) d] for u < n_out (src readable to n_out + (k - 1) d). Each residue u mod d
+/// is a row of its own, gathered into scratch and summed by blocks. scratch: 2 (k + L) +
+/// n_out / d + k + 1 values.
+template <class T>
+void dilated_window_sums(const T* src, index_t n_out, index_t k, index_t d, T* scratch, T* sums) {
+    constexpr index_t L = static_cast<index_t>(vec<T>::width);
+    T* const seq = scratch + 2 * (k + L);
+    for (index_t r = 0; r < std::min(d, n_out); ++r) {
+        const index_t n = (n_out - r + d - 1) / d;  // windows of this residue
+        for (index_t i = 0; i < n + k - 1; ++i) seq[i] = src[r + i * d];
+        block_window_sums(seq, n, k, scratch, [&](index_t u0, const T* a, const T* b, index_t m) {
+            for (index_t t = 0; t < m; ++t) sums[r + (u0 + t) * d] = a[t] + b[t];
+        });
+    }
 }
 
 // Vertical sum at column x of n0 groups of n1 rows (rows[i * n1 + j]), nested:
@@ -213,6 +301,12 @@ public:
             buf_len_ = W_;
             pb_ = 0;
         }
+        blocks_ = cf_blocks_geometry<T, R>(p);
+        if (blocks_ && cf_whole_row_blocks<T, R>(p)) {
+            // The whole padded row at once: tiles would sum (k - 1) d values twice at each cut.
+            tile_ = Wo_;
+            buf_len_ = Wo_ + (k_ - 1) * d_;
+        }
         last_div_ = p.template last_divisor<T>();
         hpass_ = pick_hpass();
         // Windows covering every axis but the first whole, first axis undilated: each output
@@ -269,7 +363,7 @@ public:
         }
         buffers b;
         b.in_end = in_end;
-        if (single_tile()) zero_single_tile(b);
+        prepare(b);
         for (index_t item = item_begin; item < item_end; ++item) plane(b, in + item * in_plane, out + item * out_plane);
     }
 
@@ -296,7 +390,7 @@ public:
         }
         buffers b;
         b.in_end = in + p_.input_shape[0] * p_.input_shape[1] * in_plane;  // as run() bounds it
-        if (single_tile()) zero_single_tile(b);  // as in run()
+        prepare(b);  // as in run()
         const pool_geometry<R>& g = p_.geometry;
         const M* rows[cf_max_outer_rows];
         if constexpr (R == 1) {
@@ -422,13 +516,35 @@ private:
     }
 
     struct buffers {
-        alignas(64) T buf[cf_buffer + slack + L];
+        buffers() = default;
+        buffers(const buffers&) = delete;  // buf may point into buf_local
+        buffers& operator=(const buffers&) = delete;
+        alignas(64) T buf_local[cf_buffer + slack + L];
+        T* buf = buf_local;
+        line_buffer<T> long_row;  // buf for whole rows past cf_buffer (scratch, per call)
+        line_buffer<T> blocks;    // block_window_sums' scratch
         alignas(64) T even[cf_buffer / 2 + slack + L];
         alignas(64) T odd[cf_buffer / 2 + slack + L];
         const M* in_end = nullptr;  // how far vpass may over-read
     };
 
     bool single_tile() const noexcept { return tile_ == Wo_; }
+
+    // A call's buffers: whole rows past cf_buffer (adaptive windows have any length, so no
+    // tiling bounds them; block sums take rows whole) take a scratch row, block sums their
+    // blocks' scratch.
+    void prepare(buffers& b) const {
+        if (buf_len_ > cf_buffer) {
+            b.long_row = line_buffer<T>(static_cast<std::size_t>(buf_len_ + slack + L));
+            b.buf = b.long_row.get();
+        }
+        if (blocks_) {
+            // (dilated: the gathered residue rows and the tile's sums too)
+            const index_t dilated = d_ == 1 ? 0 : tile_ / d_ + k_ + 1 + tile_ + L;
+            b.blocks = line_buffer<T>(static_cast<std::size_t>(2 * (k_ + L) + dilated));
+        }
+        if (single_tile()) zero_single_tile(b);
+    }
 
     // A single tile: every row uses the same buffer layout, so its zero padding is written
     // once for the call; the phases only at stride 2 and only as far as row() reads them
@@ -617,6 +733,8 @@ private:
                     zero(b.odd, half, half + slack);
                 }
                 (this->*hpass_)(out, wt, b.even, b.odd, average, div);
+            } else if (blocks_) {
+                hpass_blocks(out, wt, b.buf, b.blocks.get(), average, div);
             } else {
                 (this->*hpass_)(out, wt, b.buf, b.buf, average, div);
             }
@@ -694,13 +812,35 @@ private:
         if (u < wt) finish_tail(out, u, wt, taps_any(ph0, ph1, u), average, div);
     }
 
+    // Long kernels at stride 1: each output the sum of two block parts (block_window_sums;
+    // dilated, per residue into the call's sums, then divided in whole vectors).
+    void hpass_blocks(M* out, index_t wt, const T* buf, T* scratch, bool average, const row_divisor& div) const {
+        if (d_ > 1) {
+            T* const sums = scratch + 2 * (k_ + L) + tile_ / d_ + k_ + 1;
+            dilated_window_sums(buf, wt, k_, d_, scratch, sums);
+            index_t u = 0;
+            for (; u + L <= wt; u += L) finish(out, u, V::load(sums + u), average, div);
+            if (u < wt) finish_tail(out, u, wt, V::load(sums + u), average, div);
+            return;
+        }
+        block_window_sums(buf, wt, k_, scratch, [&](index_t u0, const T* a, const T* c, index_t n) {
+            index_t t = 0;
+            for (; t + L <= n; t += L) finish(out, u0 + t, V::load(a + t) + V::load(c + t), average, div);
+            if (t < n) finish_tail(out, u0 + t, u0 + n, V::load(a + t) + V::load(c + t), average, div);
+        });
+    }
+
     // Adaptive windows: output u sums buf[first, first + count) of its own window.
     void hpass_table(M* out, index_t wt, const T* buf, const T*, bool average, const row_divisor& div) const {
         const window* w = p_.axis(R - 1);
         for (index_t u = 0; u < wt; ++u) {
             const T* x = buf + w[u].first;
             T acc = x[0];
-            for (index_t i = 1; i < w[u].count; ++i) acc += x[i];
+            if (w[u].count >= 4 * L) {  // long windows (16000 -> 100): vector sums, not a chain of adds
+                acc = static_cast<T>(contiguous_sum<T>(x, w[u].count));
+            } else {
+                for (index_t i = 1; i < w[u].count; ++i) acc += x[i];
+            }
             sstore((average ? acc / div.at1(u) : acc) + T(0), out + u);
         }
     }
@@ -717,6 +857,7 @@ private:
     const plan_data<R>& p_;
     pool_op op_;
     index_t W_ = 0, Wo_ = 0, s_ = 1, d_ = 1, k_ = 1, pb_ = 0, tile_ = 1, buf_len_ = 1;
+    bool blocks_ = false;  // cf_blocks_geometry: hpass_blocks, not hpass_
     const T* last_div_ = nullptr;
     index_t contig_inner_ = 0;  // elements of one first-axis slice, when contiguous_row applies
     bool slices_ = false;       // cf_slices_geometry: the slice path (group_n_ = a slice's elements)

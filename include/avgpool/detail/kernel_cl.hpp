@@ -10,8 +10,9 @@
 //     block each, the last K columns' vertical sums in a ring of the buffer;
 //   - register sliding (K <= 5, stride 1-2, fewer channels; C a multiple of the width when
 //     K > 3): the column sums of a few vectors of channels slid along the row in registers;
-//   - block sums (5 < K <= cl_max_block, stride 1): each window is the suffix of one block of
-//     K columns plus the prefix of the next, each summed directly (van Herk / Gil-Werman).
+//   - block sums (K > 5, stride 1): each window is the suffix of one block of K columns plus
+//     the prefix of the next, each summed directly (van Herk / Gil-Werman); past cl_max_block
+//     columns the blocks go to scratch, and the plan needs no row buffer (cl_long_blocks).
 // Windows covering every axis but the first whole (global pools, i3d's 2x7x7 on 8x7x7 slices)
 // with C >= one vector take the slice path: the window's slices read once in memory order,
 // partial sums per axis in L1 rows (no outer-row list, so global pools of any extent).
@@ -145,6 +146,18 @@ inline cl_blocking cl_choose_blocking(index_t C, index_t span_all, index_t max_s
     return b;
 }
 
+/// Whether the fused path's block sums take this plan's rows, needing no row buffer (so any
+/// kernel length, where the buffer's blocking fails past a few hundred columns): stride 1,
+/// dilation 1 and more than cl_max_block taps on the last axis, a vector of channels, at most
+/// cl_register_rows input rows per output row.
+template <class T, std::size_t R>
+bool cl_long_blocks(const plan_data<R>& p) noexcept {
+    const pool_geometry<R>& g = p.geometry;
+    return !p.adaptive && g.strides[R - 1] == 1 && g.dilations[R - 1] == 1 && g.kernel[R - 1] > cl_max_block &&
+           g.output[R - 1] >= 2 && p.input_shape[1] >= static_cast<index_t>(vec<T>::width) &&
+           p.cl_ext.outer_rows <= cl_register_rows;
+}
+
 /// Whether the fast channels-last kernel covers this plan for element type T.
 template <class T, std::size_t R>
 bool cl_applicable(const plan_data<R>& p) noexcept {
@@ -155,7 +168,7 @@ bool cl_applicable(const plan_data<R>& p) noexcept {
     if (p.global && p.input_shape[1] >= L) return true;  // the slice path: any extents
     const cl_extent& e = p.cl_ext;
     if (!e.fits_rows) return false;
-    return cl_choose_blocking(p.input_shape[1], e.span_all, e.max_span, L, cl_capacity<T>()).ok;
+    return cl_choose_blocking(p.input_shape[1], e.span_all, e.max_span, L, cl_capacity<T>()).ok || cl_long_blocks<T, R>(p);
 }
 
 // M: the memory (storage) type of in and out (T itself, or float16 / bfloat16 for T = float: loads
@@ -373,7 +386,7 @@ private:
     // vertical sums of the window's columns are kept in registers.
     //  - Small kernels (K <= 5) at stride 1 or 2: the column sums are slid along the row
     //    (stride 1 reuses K - 1 of them per output, stride 2 K - 2).
-    //  - Long kernels (5 < K <= cl_max_block) at stride 1: block sums (block_chunk).
+    //  - Long kernels (K > 5) at stride 1: block sums (block_chunk).
     // Window ow covers columns ow * S - pb + t, t < K; those outside the input count as zero
     // columns, which is exactly the table's clipped window (first, count).
     fused_fn pick_fused() const noexcept;
@@ -746,6 +759,14 @@ private:
         V buf0[cl_max_block][G], buf1[cl_max_block][G];
         V(*cur)[G] = buf0;  // raw columns of block b, then (in place) their suffix sums
         V(*nxt)[G] = buf1;  // raw columns of block b + 1
+        line_buffer<T> longer;  // past cl_max_block columns: both blocks in scratch
+        if (K > cl_max_block) {
+            longer = line_buffer<T>(static_cast<std::size_t>(2 * K * G * L));
+            V* const v = reinterpret_cast<V*>(longer.get());  // (64-byte aligned)
+            for (index_t i = 0; i < 2 * K * G; ++i) ::new (static_cast<void*>(v + i)) V();
+            cur = reinterpret_cast<V(*)[G]>(v);
+            nxt = reinterpret_cast<V(*)[G]>(v + K * G);
+        }
         for (index_t t = 0; t < K; ++t) src(t - pb_, cur[t]);
         divider dvc;
         for (index_t b0 = 0; b0 < Wo_; b0 += K) {
@@ -1012,7 +1033,7 @@ auto cl_kernel<T, R, M>::pick_fused() const noexcept -> fused_fn {
     const pool_geometry<R>& g = p_.geometry;
     if (p_.adaptive || d_ != 1 || C_ < L) return nullptr;
     const index_t k = g.kernel[R - 1], s = g.strides[R - 1];
-    if (s == 1 && k > 5 && k <= cl_max_block && Wo_ >= 2) return &cl_kernel::fused<0, 1>;
+    if (s == 1 && k > 5 && Wo_ >= 2) return &cl_kernel::fused<0, 1>;
     if (s != 1 && s != 2) return nullptr;
     const bool two = s == 2;
     if (rcb_ > 0) {

@@ -191,9 +191,7 @@ px_bshape px_bmeasure(const plan_data<R>& p) {
     // The output rows covering one input row, listed on the stack.
     index_t rows = 1;
     for (std::size_t a = 0; a + 1 < R; ++a) {
-        index_t most = 0;
-        for (index_t x = 0; x < g.input[a]; ++x) most = std::max(most, p.covers(a)[x].count);
-        rows *= most;
+        rows *= p.cover_max[a];
         if (rows > cl_max_outer_rows) return sh;
     }
     sh.phases = phases;
@@ -204,7 +202,7 @@ px_bshape px_bmeasure(const plan_data<R>& p) {
     sh.rdiv.assign(static_cast<std::size_t>(Wo * C + 16), 1.0f);
     for (index_t o = 0; o < Wo; ++o)
         for (index_t c = 0; c < C; ++c)
-            sh.rdiv[static_cast<std::size_t>(o * C + c)] = 1.0f / p.last_bdiv_f[static_cast<std::size_t>(o)];
+            sh.rdiv[static_cast<std::size_t>(o * C + c)] = 1.0f / p.template last_backward_divisor<float>()[o];
     return sh;
 }
 
@@ -573,7 +571,7 @@ public:
             // The output rows whose windows tap input row r, with their outer divisor factors.
             auto covering = [&](std::size_t a, index_t x, auto&& each) {
                 const window* w = p_.axis(a);
-                const window cv = p_.covers(a)[x];
+                const window cv = p_.cover(a, x);
                 const index_t d = p_.geometry.dilations[a];
                 for (index_t o = cv.first; o < cv.first + cv.count; ++o) {
                     const index_t off = x - w[o].first;

@@ -5,6 +5,7 @@
 #ifndef AVGPOOL_DETAIL_PLAN_HPP
 #define AVGPOOL_DETAIL_PLAN_HPP
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -82,7 +83,8 @@ struct plan_data {
     std::vector<float> last_div_f;
     std::vector<double> last_div_d;
     // The same for backward, where an empty window's 0 is always made 1: its share then lands
-    // only on padding, which is never copied back.
+    // only on padding, which is never copied back. Empty (last_backward_divisor() then reads
+    // last_div) unless empty_window_nan left a 0 there.
     std::vector<float> last_bdiv_f;
     std::vector<double> last_bdiv_d;
 
@@ -225,9 +227,9 @@ struct plan_data {
     template <class T>
     const T* last_backward_divisor() const noexcept {
         if constexpr (sizeof(T) == sizeof(float)) {
-            return last_bdiv_f.data();
+            return last_bdiv_f.empty() ? last_div_f.data() : last_bdiv_f.data();
         } else {
-            return last_bdiv_d.data();
+            return last_bdiv_d.empty() ? last_div_d.data() : last_bdiv_d.data();
         }
     }
 
@@ -242,13 +244,48 @@ struct plan_data {
 
     const window* axis(std::size_t a) const noexcept { return windows.data() + offset[a]; }
 
-    // The transposed tables: cover[cover_offset[a] + x] lists, as first = o_lo and count, the
-    // outputs of axis a whose window span reaches input x (each still checked for a tap at x:
-    // dilation leaves holes). The backward reference gathers through them.
-    std::vector<window> cover;
-    std::array<std::size_t, R> cover_offset{};
-    std::array<index_t, R> cover_max{};  // per axis, the most outputs tapping one input
-    const window* covers(std::size_t a) const noexcept { return cover.data() + cover_offset[a]; }
+    std::array<index_t, R> cover_max{};  // per axis, the most outputs cover() lists for one input
+
+    /// The transposed windows: the outputs of axis a whose window span reaches input x, as
+    /// first = o_lo and count (each still checked for a tap at x: dilation leaves holes;
+    /// divisor unset). Computed, not tabled: a table per input position took 24 bytes each
+    /// (805 MB for a global pool of a 2^25-long row). Fixed windows by arithmetic on the
+    /// spans o * s - pb .. o * s - pb + (k - 1) * d; table windows (adaptive, and the flipped
+    /// plan's) by a binary search for the first, as their starts and ends never decrease and
+    /// none is empty.
+    window cover(std::size_t a, index_t x) const noexcept {
+        const index_t O = geometry.output[a];
+        index_t lo = 0, hi = 0;
+        if (adaptive) {
+            const window* w = axis(a);
+            index_t n = O;  // lo: the first window ending past x
+            while (n > 0) {
+                const index_t half = n / 2;
+                if (w[lo + half].first + w[lo + half].count <= x) {
+                    lo += half + 1;
+                    n -= half + 1;
+                } else {
+                    n = half;
+                }
+            }
+            hi = lo;  // the first window starting past x: a walk, as callers walk the ones before
+            while (hi < O && w[hi].first <= x) ++hi;
+        } else {
+            const index_t s = geometry.strides[a], P = x + geometry.pads_begin[a];  // padded position
+            const index_t reach = (geometry.kernel[a] - 1) * geometry.dilations[a];  // span - 1
+            if (s == 1) {  // (no division: plan building asks for every input of the axis)
+                lo = std::min(O, std::max<index_t>(0, P - reach));
+                hi = std::min(O, std::max<index_t>(0, P + 1));
+            } else {
+                lo = P - reach <= 0 ? 0 : std::min(O, (P - reach + s - 1) / s);
+                hi = P < 0 ? 0 : std::min(O, P / s + 1);
+            }
+        }
+        window c{};
+        c.first = lo;
+        c.count = hi > lo ? hi - lo : 0;
+        return c;
+    }
 
     index_t input_spatial_volume() const noexcept {
         index_t v = 1;

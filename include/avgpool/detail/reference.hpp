@@ -47,7 +47,6 @@ template <std::size_t R>
 struct reference_axes {
     index_t in_stride[R], out_stride[R], in_shape[R], out_shape[R], dilation[R];
     const window* table[R];  // the forward windows
-    const window* cover[R];  // the outputs reaching each input (backward)
     reference_axes(const plan_data<R>& p, const dims<R + 2>& in_st, const dims<R + 2>& out_st) noexcept {
         for (std::size_t a = 0; a < R; ++a) {
             in_stride[a] = in_st[a + 2];
@@ -56,7 +55,6 @@ struct reference_axes {
             out_shape[a] = p.output_shape[a + 2];
             dilation[a] = p.geometry.dilations[a];
             table[a] = p.axis(a);
-            cover[a] = p.covers(a);
         }
     }
 };
