@@ -342,6 +342,49 @@ TEST(FastKernel, LongKernelsSumByBlocks) {
     EXPECT_GE(dilated, 5);
 }
 
+// Windows past cf_buffer / 2 at strides of 3 or more (the row whole in scratch, long windows
+// summed in vectors) and outer windows past the kernel's on-stack list of input rows (a
+// scratch list): both ran the reference (1x16x100000 with k = 2000, stride 1000, took 13x a
+// memcpy; a 1200x1 window on 1300x64 planes 1000x).
+TEST(FastKernel, WholeRowsAndLongOuterWindows) {
+    namespace dt = avgpool::detail;
+    std::mt19937_64 gen(2000);
+    for (index_t s : {3, 7, 1000}) {
+        for (index_t dil : {1, 2}) {
+            avgpool::pool_attrs<1> a;
+            a.kernel = {s == 1000 ? 2000 : 1100};  // past cf_buffer / 2
+            a.strides = {s};
+            a.dilations = {dil};
+            a.pads_begin = {s == 3 ? 5 : 0};
+            a.pads_end = {s == 3 ? 301 : 0};
+            a.rounding = avgpool::rounding_type::ceil;
+            const avgpool::dims<3> shape{1, 2, s == 1000 ? 30000 : 5000};
+            const std::string t = "stride " + std::to_string(s) + " dilation " + std::to_string(dil);
+            auto plan = avgpool::pooling<1>::create(shape, a);
+            ASSERT_TRUE(plan.ok()) << t;
+            ASSERT_TRUE((dt::cf_whole_row<float, 1>(dt::plan_access::data(*plan)))) << t;
+            compare<float, 1>(shape, a, gen, t);
+            compare<double, 1>(shape, a, gen, t);
+        }
+    }
+    for (index_t kh : {1025, 1200}) {
+        avgpool::pool_attrs<2> a;
+        a.kernel = {kh, 3};
+        a.strides = {5, 1};
+        a.pads_begin = {0, 1};
+        a.pads_end = {3, 1};
+        const avgpool::dims<4> shape{1, 2, 1300, 40};
+        auto plan = avgpool::pooling<2>::create(shape, a);
+        ASSERT_TRUE(plan.ok());
+        ASSERT_GT(dt::outer_taps<2>(plan->geometry()), dt::cf_max_outer_rows);
+        compare<float, 2>(shape, a, gen, "outer window " + std::to_string(kh));
+        avgpool::pool_attrs<3> b;
+        b.kernel = {2, kh / 2 + 1, 3};
+        const avgpool::dims<5> shape3{1, 1, 3, 700, 20};
+        compare<double, 3>(shape3, b, gen, "3-D outer windows " + std::to_string(kh));
+    }
+}
+
 // The block kernel: stride 1 or 2 and dilation 1 on the last axis, k <= 5, any width, pads and
 // rounding; random outer-axis geometry (R = 2, 3); enough rows and planes to cross its row
 // blocks; R = 3 includes 8 and 16 wide planes at stride 2 (one vector a row).

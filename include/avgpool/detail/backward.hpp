@@ -471,6 +471,20 @@ public:
             // input slice takes one value, the sum of its covering outputs' shares.
             whole_ = order == backward_order::best && inner_axes_whole<R>(p);
             for (std::size_t a = 1; a + 1 < R; ++a) inner_div_ *= p.axis(a)[0].divisor;
+            if (whole_) {
+                // Each first-axis input's outputs and divisors, once a call, not once a plane
+                // (a plane of I3D's head is a few hundred cycles; the covers took a fifth).
+                const index_t D = g.input[0];
+                whole_at_.reserve(static_cast<std::size_t>(D + 1));
+                whole_taps_.reserve(static_cast<std::size_t>(D * std::max<index_t>(1, max_cover<R>(p, 0))));
+                for (index_t x0 = 0; x0 < D; ++x0) {
+                    whole_at_.push_back(static_cast<index_t>(whole_taps_.size()));
+                    backward_taps<R>(p, 0, x0, [&](index_t o, index_t f) {
+                        whole_taps_.push_back({o, fixed_ ? override_ : static_cast<T>(f * inner_div_) * bdiv_[0]});
+                    });
+                }
+                whole_at_.push_back(static_cast<index_t>(whole_taps_.size()));
+            }
             if (!whole_ && !p.global) {
                 if (p.bw_rows.empty()) {
                     build_backward_rows<R>(p, own_taps_, own_rows_);
@@ -674,9 +688,10 @@ private:
         const index_t rows_per = outer_rows() / p_.geometry.input[0];
         for (index_t x0 = r0 / rows_per; x0 * rows_per < r1; ++x0) {
             T v = T(0);
-            backward_taps<R>(p_, 0, x0, [&](index_t o, index_t f) {
-                v += fixed_ ? go[o] / override_ : go[o] / (static_cast<T>(f * inner_div_) * bdiv_[0]);
-            });
+            for (index_t i = whole_at_[static_cast<std::size_t>(x0)]; i < whole_at_[static_cast<std::size_t>(x0) + 1]; ++i) {
+                const whole_tap& t = whole_taps_[static_cast<std::size_t>(i)];
+                v += go[t.o] / t.div;
+            }
             const index_t a = std::max(r0, x0 * rows_per), e = std::min(r1, (x0 + 1) * rows_per);
             fill(gi + a * W_, (e - a) * W_, v);
         }
@@ -1034,6 +1049,13 @@ private:
     const bw_row* rows_ = nullptr;
     bool fixed_ = false, ring_ = false, flat_ = false, slots_ = false, whole_ = false, blocks_ = false;
     index_t inner_div_ = 1;  // whole_: the divisors of the axes between the first and the last
+    struct whole_tap {
+        index_t o;  // first-axis output
+        T div;      // its whole divisor, formed as plane_whole divided by it before
+    };
+    // whole_: per first-axis input x0, its outputs whole_taps_[whole_at_[x0] .. whole_at_[x0 + 1]).
+    std::vector<whole_tap, scratch_allocator<whole_tap>> whole_taps_;
+    std::vector<index_t, scratch_allocator<index_t>> whole_at_;
     index_t cap_ = 1, slot_ = 0, pitch_ = 0, flat_rows_ = 0, fslot_ = 0;
     T override_ = T(1);
     const T* bdiv_ = nullptr;

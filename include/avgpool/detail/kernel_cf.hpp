@@ -32,7 +32,7 @@ namespace detail {
 // runs without allocating. 2048 floats + phases stay well inside L1 + L2.
 constexpr index_t cf_buffer = 2048;
 // The input rows of one output row (product of the outer axes' taps) are listed on the
-// stack; larger outer kernels take the reference path.
+// stack up to this many; larger outer kernels list them in scratch.
 constexpr index_t cf_max_outer_rows = 1024;
 
 // Kernels of at least this many taps (stride 1, dilation 1) sum their rows' windows by blocks
@@ -57,18 +57,19 @@ constexpr double exact_integer_limit() noexcept {
     return sizeof(T) == 4 ? 16777216.0 : 9007199254740992.0;  // 2^24, 2^53
 }
 
-/// Whether the input rows of one output row (the product of the outer axes' taps) fit the
-/// kernels' on-stack list.
+/// The most input rows one output row sums (the product of the outer axes' taps; at most the
+/// input rows of a plane, so it fits).
+template <std::size_t R>
+index_t outer_taps(const pool_geometry<R>& g) noexcept {
+    index_t outer_rows = 1;
+    for (std::size_t a = 0; a + 1 < R; ++a) outer_rows *= std::min(g.kernel[a], g.input[a]);  // bounds any window's count
+    return outer_rows;
+}
+
+/// Whether the input rows of one output row fit the kernels' on-stack list.
 template <std::size_t R>
 bool outer_rows_fit(const pool_geometry<R>& g) noexcept {
-    index_t outer_rows = 1;
-    for (std::size_t a = 0; a + 1 < R; ++a) {
-        const index_t taps = std::min(g.kernel[a], g.input[a]);  // bounds any window's count
-        if (taps > cf_max_outer_rows) return false;
-        outer_rows *= taps;
-        if (outer_rows > cf_max_outer_rows) return false;
-    }
-    return true;
+    return outer_taps<R>(g) <= cf_max_outer_rows;
 }
 
 /// Whether the windows cover every axis but the first whole (one output there, reading every
@@ -99,14 +100,18 @@ bool cf_blocks_geometry(const plan_data<R>& p) noexcept {
            (g.dilations[R - 1] == 1 ? k >= cf_block_min_taps<T>() : k >= cf_block_min_dilated_taps<T>());
 }
 
-/// Whether cf_kernel takes each row whole (one tile, in scratch past cf_buffer) for its block
-/// sums: where their padded length stays within a few rows (pads many times the row's length
-/// are left to the reference, as kernels past cf_buffer / 2 without blocks are).
+/// Whether cf_kernel takes each row whole (one tile, in scratch past cf_buffer): for its block
+/// sums, and for windows past cf_buffer / 2 at strides of 3 or more (summed one output at a
+/// time, few of them), where the padded row stays within a few rows' length (pads many
+/// times the row's are left to the reference, as are such windows at stride 2, whose phase
+/// rows stay on the stack).
 template <class T, std::size_t R>
-bool cf_whole_row_blocks(const plan_data<R>& p) noexcept {
-    if (!cf_blocks_geometry<T, R>(p)) return false;
-    const index_t W = p.geometry.input[R - 1], Wo = p.geometry.output[R - 1];
-    const index_t len = Wo + (p.geometry.kernel[R - 1] - 1) * p.geometry.dilations[R - 1];
+bool cf_whole_row(const plan_data<R>& p) noexcept {
+    const pool_geometry<R>& g = p.geometry;
+    const index_t s = g.strides[R - 1], ke = (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1;
+    if (p.adaptive || !(cf_blocks_geometry<T, R>(p) || (s >= 3 && ke > cf_buffer / 2))) return false;
+    const index_t W = g.input[R - 1], Wo = g.output[R - 1];
+    const index_t len = (Wo - 1) * s + ke;
     return len <= cf_buffer || len <= 2 * (W + Wo);
 }
 
@@ -117,11 +122,10 @@ bool cf_applicable(const plan_data<R>& p) noexcept {
     // Divisors are formed in T: they must be exact integers there.
     if (p.max_divisor > exact_integer_limit<T>()) return false;
     if (p.global) return true;
-    const pool_geometry<R>& g = p.geometry;
-    if (!outer_rows_fit<R>(g)) return false;
+    const pool_geometry<R>& g = p.geometry;  // (more outer rows than its list: a scratch list)
     if (p.adaptive) return true;  // the whole row in the buffer (scratch past cf_buffer)
     const index_t ke = (g.kernel[R - 1] - 1) * g.dilations[R - 1] + 1;
-    return ke <= cf_buffer / 2 || cf_whole_row_blocks<T, R>(p);
+    return ke <= cf_buffer / 2 || cf_whole_row<T, R>(p);
 }
 
 /// Whether cf_kernel sums each first-axis slice once (its slice path): windows covering every
@@ -302,10 +306,11 @@ public:
             pb_ = 0;
         }
         blocks_ = cf_blocks_geometry<T, R>(p);
-        if (blocks_ && cf_whole_row_blocks<T, R>(p)) {
-            // The whole padded row at once: tiles would sum (k - 1) d values twice at each cut.
+        if (cf_whole_row<T, R>(p)) {
+            // The whole padded row at once: tiles would sum (k - 1) d values twice at each cut
+            // (or could not hold one window).
             tile_ = Wo_;
-            buf_len_ = Wo_ + (k_ - 1) * d_;
+            buf_len_ = (Wo_ - 1) * s_ + ke;
         }
         last_div_ = p.template last_divisor<T>();
         hpass_ = pick_hpass();
@@ -392,7 +397,7 @@ public:
         b.in_end = in + p_.input_shape[0] * p_.input_shape[1] * in_plane;  // as run() bounds it
         prepare(b);  // as in run()
         const pool_geometry<R>& g = p_.geometry;
-        const M* rows[cf_max_outer_rows];
+        const M** const rows = b.rows;
         if constexpr (R == 1) {
             rows[0] = src;
             row(b, rows, 1, 1, dst, 1.0);
@@ -519,6 +524,9 @@ private:
         buffers() = default;
         buffers(const buffers&) = delete;  // buf may point into buf_local
         buffers& operator=(const buffers&) = delete;
+        const M* rows_local[cf_max_outer_rows];
+        const M** rows = rows_local;  // an output row's input rows
+        line_buffer<const M*> more_rows;  // past cf_max_outer_rows (scratch, per call)
         alignas(64) T buf_local[cf_buffer + slack + L];
         T* buf = buf_local;
         line_buffer<T> long_row;  // buf for whole rows past cf_buffer (scratch, per call)
@@ -537,6 +545,11 @@ private:
         if (buf_len_ > cf_buffer) {
             b.long_row = line_buffer<T>(static_cast<std::size_t>(buf_len_ + slack + L));
             b.buf = b.long_row.get();
+        }
+        const index_t taps = outer_taps<R>(p_.geometry);
+        if (taps > cf_max_outer_rows) {
+            b.more_rows = line_buffer<const M*>(static_cast<std::size_t>(taps));
+            b.rows = b.more_rows.get();
         }
         if (blocks_) {
             // (dilated: the gathered residue rows and the tile's sums too)
@@ -577,7 +590,7 @@ private:
     // One (n, c) plane: walk the output rows of the outer axes, listing each row's input rows.
     void plane(buffers& b, const M* src, M* dst) const {
         const pool_geometry<R>& g = p_.geometry;
-        const M* rows[cf_max_outer_rows];
+        const M** const rows = b.rows;
         if constexpr (R == 1) {
             rows[0] = src;
             row(b, rows, 1, 1, dst, 1.0);
@@ -847,9 +860,14 @@ private:
 
     // Strides >= 3: one output at a time from the buffer (fewer outputs per input).
     void hpass_scalar(M* out, index_t wt, const T* buf, const T*, bool average, const row_divisor& div) const {
+        const bool long_windows = d_ == 1 && k_ >= 4 * L;  // vector sums, not a chain of adds
         for (index_t u = 0; u < wt; ++u) {
             T acc = buf[u * s_];
-            for (index_t j = 1; j < k_; ++j) acc += buf[u * s_ + j * d_];
+            if (long_windows) {
+                acc = static_cast<T>(contiguous_sum<T>(buf + u * s_, k_));
+            } else {
+                for (index_t j = 1; j < k_; ++j) acc += buf[u * s_ + j * d_];
+            }
             sstore((average ? acc / div.at1(u) : acc) + T(0), out + u);
         }
     }
