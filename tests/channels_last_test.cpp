@@ -401,6 +401,27 @@ TEST(ChannelsLast, KernelsPastTheBlockArrays) {
                 << t << " backward input " << i;
         if (::testing::Test::HasFailure()) return;
     }
+    // An outer window wholly in padding (ceil rounding, include-pad): that output row has no
+    // input rows, which the fused path cannot take and the row buffer cannot hold, so the plan
+    // is not the kernel's; forward and sum still match the reference (no endless split).
+    avgpool::pool_attrs<2> e;
+    e.kernel = {2, 40};
+    e.strides = {3, 1};
+    e.pads_end = {1, 0};
+    e.rounding = avgpool::rounding_type::ceil;
+    e.divisor = avgpool::divisor_type::include_pad;
+    auto pe = avgpool::pooling<2>::create({1, L, 3, 200}, e, avgpool::layout::channels_last);
+    ASSERT_TRUE(pe.ok());
+    const auto& de = dt::plan_access::data(*pe);
+    ASSERT_EQ(de.axis(0)[1].count, 0) << "expected an outer window with no rows";
+    EXPECT_FALSE((dt::cl_long_blocks<float, 2>(de)));
+    const std::vector<float> x = random_input<float>(static_cast<std::size_t>(pe->input_size()), gen);
+    std::vector<float> got(static_cast<std::size_t>(pe->output_size())), ref(got.size());
+    for (auto op : {pool_op::average, pool_op::sum}) {
+        ASSERT_TRUE((op == pool_op::sum ? pe->sum(x.data(), got.data()) : pe->forward(x.data(), got.data())).ok());
+        dt::reference_pool<float, 2>(de, x.data(), ref.data(), op, 0, L);
+        for (std::size_t i = 0; i < got.size(); ++i) ASSERT_NEAR(got[i], ref[i], 1e-4) << "output " << i;
+    }
 }
 
 // Infinite and NaN inputs through every channels-last path (register, ring, block-sum, slice)

@@ -148,14 +148,21 @@ inline cl_blocking cl_choose_blocking(index_t C, index_t span_all, index_t max_s
 
 /// Whether the fused path's block sums take this plan's rows, needing no row buffer (so any
 /// kernel length, where the buffer's blocking fails past a few hundred columns): stride 1,
-/// dilation 1 and more than cl_max_block taps on the last axis, a vector of channels, at most
-/// cl_register_rows input rows per output row.
+/// dilation 1 and more than cl_max_block taps on the last axis, a vector of channels, from 1
+/// to cl_register_rows input rows per output row.
 template <class T, std::size_t R>
 bool cl_long_blocks(const plan_data<R>& p) noexcept {
     const pool_geometry<R>& g = p.geometry;
-    return !p.adaptive && g.strides[R - 1] == 1 && g.dilations[R - 1] == 1 && g.kernel[R - 1] > cl_max_block &&
-           g.output[R - 1] >= 2 && p.input_shape[1] >= static_cast<index_t>(vec<T>::width) &&
-           p.cl_ext.outer_rows <= cl_register_rows;
+    if (p.adaptive || g.strides[R - 1] != 1 || g.dilations[R - 1] != 1 || g.kernel[R - 1] <= cl_max_block ||
+        g.output[R - 1] < 2 || p.input_shape[1] < static_cast<index_t>(vec<T>::width) ||
+        p.cl_ext.outer_rows > cl_register_rows)
+        return false;
+    // Every output row has input rows (an outer window with none would take the row-buffer
+    // path, which these plans' windows do not fit).
+    for (std::size_t a = 0; a + 1 < R; ++a)
+        for (index_t o = 0; o < g.output[a]; ++o)
+            if (p.axis(a)[o].count == 0) return false;
+    return true;
 }
 
 /// Whether the fast channels-last kernel covers this plan for element type T.
