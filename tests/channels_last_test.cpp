@@ -358,12 +358,12 @@ TEST(ChannelsLast, KernelsPastTheBlockArrays) {
     };
     std::vector<shape_case> cases;
     for (index_t k : {dt::cl_max_block + 1, index_t(90)})
-        for (index_t W : {k + 1, 2 * k + 3, k + 700})
+        for (index_t W : {k + 1, 2 * k + 3, k + 300})
             for (index_t pad : {index_t(0), k / 2, k - 1})
                 for (index_t C : {L, L + 3, 2 * L + 1}) cases.push_back({k, W, pad, C});
-    cases.push_back({700, 900, 350, L + 1});
-    cases.push_back({2500, 2600, 1249, L});
-    for (const shape_case& c : cases) {
+    cases.insert(cases.begin(), {{700, 900, 350, L + 1}, {2500, 2600, 1249, L}});  // (first: also under ASan)
+    for (std::size_t i = 0; i < cases.size(); i += avgpool_test::under_asan ? 4 : 1) {  // (a quarter under ASan)
+        const shape_case& c = cases[i];
         const std::string t = "k " + std::to_string(c.k) + " W " + std::to_string(c.W) + " pad " + std::to_string(c.pad) +
                               " C " + std::to_string(c.C);
         avgpool::pool_attrs<1> a;

@@ -301,11 +301,13 @@ TEST(FastKernel, LongKernelsSumByBlocks) {
     std::mt19937_64 gen(1500);
     auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
     int whole = 0, dilated = 0;
-    for (int c = 0; c < 36; ++c) {
+    for (int c = 0; c < avgpool_test::sweep(36); ++c) {
         const index_t dil = c % 4 == 3 ? pick(2, 5) : 1;  // dilated: per-residue rows
         const index_t kmin = dil == 1 ? dt::cf_block_min_taps<float>() : dt::cf_block_min_dilated_taps<float>();
-        const index_t k = c < 3 ? kmin + c : pick(kmin, c % 3 == 0 ? 3 * dt::cf_buffer / dil : 300);
-        const index_t W = pick(std::max<index_t>(1, (k - 1) * dil - 30), (k - 1) * dil + (c % 2 == 0 ? 5000 : 300));
+        const index_t k = c < 3 ? kmin + c : pick(kmin, c % 3 == 0 ? 2 * dt::cf_buffer / dil : 300);
+        // Every third row past the stack buffer (whole, in scratch).
+        const index_t W = c % 3 == 0 ? pick(dt::cf_buffer + 1, (k - 1) * dil + 2500)
+                                     : pick(std::max<index_t>(1, (k - 1) * dil - 30), (k - 1) * dil + 300);
         const index_t pb = pick(0, std::min<index_t>(k - 1, 40)), pe = pick(0, k - 1);
         const auto rounding = static_cast<avgpool::rounding_type>(pick(0, 2));
         const auto divisor = static_cast<avgpool::divisor_type>(pick(0, 2));
@@ -338,8 +340,8 @@ TEST(FastKernel, LongKernelsSumByBlocks) {
         compare<float, 2>({1, pick(1, 2), pick(1, 6), W}, b, gen, trace + " (2-D)");
         if (::testing::Test::HasFatalFailure()) return;
     }
-    EXPECT_GE(whole, 5);  // rows past the stack buffer, in scratch
-    EXPECT_GE(dilated, 5);
+    EXPECT_GE(whole, 3);  // rows past the stack buffer, in scratch
+    EXPECT_GE(dilated, 2);
 }
 
 // Windows past cf_buffer / 2 at strides of 3 or more (the row whole in scratch, long windows
@@ -373,14 +375,14 @@ TEST(FastKernel, WholeRowsAndLongOuterWindows) {
         a.strides = {5, 1};
         a.pads_begin = {0, 1};
         a.pads_end = {3, 1};
-        const avgpool::dims<4> shape{1, 2, 1300, 40};
+        const avgpool::dims<4> shape{1, 1, 1300, 24};
         auto plan = avgpool::pooling<2>::create(shape, a);
         ASSERT_TRUE(plan.ok());
         ASSERT_GT(dt::outer_taps<2>(plan->geometry()), dt::cf_max_outer_rows);
         compare<float, 2>(shape, a, gen, "outer window " + std::to_string(kh));
         avgpool::pool_attrs<3> b;
         b.kernel = {2, kh / 2 + 1, 3};
-        const avgpool::dims<5> shape3{1, 1, 3, 700, 20};
+        const avgpool::dims<5> shape3{1, 1, 2, 700, 10};
         compare<double, 3>(shape3, b, gen, "3-D outer windows " + std::to_string(kh));
     }
 }
