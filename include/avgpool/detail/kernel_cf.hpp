@@ -66,11 +66,6 @@ index_t outer_taps(const pool_geometry<R>& g) noexcept {
     return outer_rows;
 }
 
-/// Whether the input rows of one output row fit the kernels' on-stack list.
-template <std::size_t R>
-bool outer_rows_fit(const pool_geometry<R>& g) noexcept {
-    return outer_taps<R>(g) <= cf_max_outer_rows;
-}
 
 /// Whether the windows cover every axis but the first whole (one output there, reading every
 /// input: i3d's 2x7x7 on 8x7x7 slices). Forward and backward both take a slice-wise path then.
