@@ -1038,6 +1038,7 @@ TEST(TileKernel, MatchesReferenceForwardAndBackward) {
 #if AVGPOOL_PERM_KERNEL
 int perm_backward_cases = 0;  // plans perm_check ran backward on
 int perm_pair_cases = 0;      // of them, rows of 8 gathering at most 8 outputs (two rows a vector)
+int perm_sep_cases[4] = {};   // of them, per R, plans backward ran in its separable form
 
 // run_rows over an empty range of rows (at the start and at the end of plane 0) writes nothing.
 template <class Kernel>
@@ -1155,6 +1156,7 @@ void perm_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, const std
     expect_empty_ranges_write_nothing(k, g.data(), xn, in_rows, "backward");
     ++perm_backward_cases;
     if (d.geometry.input[R - 1] == 8 && d.geometry.output[R - 1] <= 8) ++perm_pair_cases;
+    if (dt::perm_bsep_fits<R>(d)) ++perm_sep_cases[R];
     if (dt::s2_backward_applicable<float, R>(d)) return;  // (the API takes the stride-2 kernel, as forward)
     ASSERT_TRUE(plan.backward(g.data(), api.data()).ok());
     ASSERT_TRUE(plan.backward(g.data(), threaded.data(), pool).ok());
@@ -1386,10 +1388,14 @@ TEST(PermKernel, WholePlanesMatchReference) {
 TEST(PermKernel, MatchesReference) {
 #if AVGPOOL_PERM_KERNEL
     perm_backward_cases = 0;
+    std::fill(std::begin(perm_sep_cases), std::end(perm_sep_cases), 0);
     perm_suite<1>(sweep(300));
     perm_suite<2>(sweep(400));
     perm_suite<3>(sweep(300));
     EXPECT_GT(perm_backward_cases, sweep(1000) / 10) << "too few plans took the permute kernel backward";
+    // Its separable form (per output row spread once, outer axes summed one at a time).
+    EXPECT_GT(perm_sep_cases[2], sweep(400) / 20) << "too few 2-D plans took the separable backward";
+    EXPECT_GT(perm_sep_cases[3], sweep(300) / 20) << "too few 3-D plans took the separable backward";
     // 3-D rows of exactly 8, which backward packs two to a vector (odd row cuts split the
     // pairs; 2-D planes 8 wide take other kernels).
     perm_pair_cases = 0;

@@ -636,6 +636,8 @@ private:
                 if (!d_.perm_bbase.empty()) {
                     d_.perm_brows = detail::perm_backward_rows<R>(d_, detail::perm_backward_zero_gap(d_.perm_bbase));
                     detail::perm_backward_lanes<R>(d_, d_.perm_bidx, d_.perm_bmask);
+                    if (!d_.perm_brows.empty() && detail::perm_bsep_geometry<R>(d_))
+                        detail::perm_backward_outer<R>(d_, d_.perm_bouter, d_.perm_bouter_at, d_.perm_bouter_k);
                 }
             }
         }

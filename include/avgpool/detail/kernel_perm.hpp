@@ -271,6 +271,9 @@ constexpr index_t perm_bmax_vecs = 8;
 // The most floats of scaled gradients (and zeros) it keeps for a plane: past that the copy
 // falls out of cache and costs more than it saves.
 constexpr index_t perm_bscale_max = 16384;
+// The most floats of scratch the separable backward keeps (perm_backward::separable): its
+// spread output rows and, for 3-D, the first stage's sums.
+constexpr index_t perm_bsep_max = 16384;
 
 /// The backward kernel's table, the transpose of perm_rows: for each outer input row, the
 /// outer output rows whose windows sum it, ascending, kc per row, as element offsets (row *
@@ -344,24 +347,45 @@ bool perm_plane_applicable(const plan_data<R>& p) noexcept {
     return perm_types<T, M>() && !p.plane_rdiv_f.empty() && p.perm_plane_f != nullptr;
 }
 
-/// Backward's horizontal transpose, built once per plan: for each input column, the outputs
-/// whose windows tap it, ascending, padded with -1 to the largest count (returned in taps).
+/// Backward's transpose along axis a: for each input position, the outputs whose windows tap
+/// it, ascending, padded with `none` to the largest count (returned in taps).
 template <std::size_t R>
-std::vector<index_t> perm_backward_columns(const plan_data<R>& p, index_t& taps) {
-    const window* w = p.axis(R - 1);
-    const index_t W = p.geometry.input[R - 1], Wo = p.geometry.output[R - 1];
-    const index_t d = p.adaptive ? 1 : p.geometry.dilations[R - 1];
-    std::vector<std::vector<index_t>> lists(static_cast<std::size_t>(W));
-    for (index_t o = 0; o < Wo; ++o)
+std::vector<index_t> perm_axis_transpose(const plan_data<R>& p, std::size_t a, index_t none, index_t& taps) {
+    const window* w = p.axis(a);
+    const index_t X = p.geometry.input[a], O = p.geometry.output[a];
+    const index_t d = p.adaptive ? 1 : p.geometry.dilations[a];
+    std::vector<std::vector<index_t>> lists(static_cast<std::size_t>(X));
+    for (index_t o = 0; o < O; ++o)
         for (index_t t = 0; t < w[o].count; ++t) lists[static_cast<std::size_t>(w[o].first + t * d)].push_back(o);
     taps = 0;
     for (const auto& l : lists) taps = std::max(taps, static_cast<index_t>(l.size()));
-    std::vector<index_t> cols;
+    std::vector<index_t> out;
+    out.reserve(static_cast<std::size_t>(X * taps));
     for (auto& l : lists) {
-        l.resize(static_cast<std::size_t>(taps), -1);
-        cols.insert(cols.end(), l.begin(), l.end());
+        l.resize(static_cast<std::size_t>(taps), none);
+        out.insert(out.end(), l.begin(), l.end());
     }
-    return cols;
+    return out;
+}
+
+/// Backward's horizontal transpose, built once per plan: per input column, the outputs whose
+/// windows tap it, padded with -1 (taps per column).
+template <std::size_t R>
+std::vector<index_t> perm_backward_columns(const plan_data<R>& p, index_t& taps) {
+    return perm_axis_transpose<R>(p, R - 1, -1, taps);
+}
+
+/// The outer axes' transposes for perm_backward's separable form (R = 2, 3): per outer axis a,
+/// from at[a], k[a] outputs per input padded with the axis's output count (the row of zeros
+/// the kernel keeps past them). Built where perm_bsep_geometry holds.
+template <std::size_t R>
+void perm_backward_outer(const plan_data<R>& p, std::vector<index_t>& lists, std::array<index_t, R>& at, std::array<index_t, R>& k) {
+    lists.clear();
+    for (std::size_t a = 0; a + 1 < R; ++a) {
+        at[a] = static_cast<index_t>(lists.size());
+        const std::vector<index_t> l = perm_axis_transpose<R>(p, a, p.geometry.output[a], k[a]);
+        lists.insert(lists.end(), l.begin(), l.end());
+    }
 }
 
 /// The zeros perm_backward keeps before each scaled plane: a whole vector read from any base.
@@ -421,6 +445,32 @@ void perm_backward_lanes(const plan_data<R>& p, std::vector<std::int32_t>& idx, 
     }
 }
 
+
+/// Whether perm_backward suits its separable form (when the plan is made; then the plan keeps
+/// the outer lists, perm_backward_outer): 2-D and 3-D planes whose rows are one or two vectors
+/// and their outputs one, not the rows of eight it pairs, nor planes whose scaled copy it skips
+/// (tall ones), with the scratch within perm_bsep_max.
+template <std::size_t R>
+bool perm_bsep_geometry(const plan_data<R>& p) noexcept {
+    if constexpr (R < 2 || R > 3) {
+        (void)p;
+        return false;
+    } else {
+        const pool_geometry<R>& g = p.geometry;
+        const index_t W = g.input[R - 1], Wo = g.output[R - 1], nv = (W + 15) / 16;
+        if (nv > 2 || Wo > 16 || (W == 8 && Wo <= 8)) return false;
+        if (p.output_spatial_volume() + perm_backward_zero_gap(p.perm_bbase) + 16 > perm_bscale_max) return false;
+        const index_t H = g.input[R - 2], Ho = g.output[R - 2], Do = R == 3 ? g.output[0] : 0;
+        const index_t rows = Ho + 1 + (R == 3 ? (Do + 1) * H : 0);
+        return rows <= perm_bsep_max / (16 * nv);
+    }
+}
+
+/// Whether perm_backward runs in its separable form.
+template <std::size_t R>
+bool perm_bsep_fits(const plan_data<R>& p) noexcept {
+    return R >= 2 && R <= 3 && !p.perm_bouter.empty();
+}
 
 /// Whether backward runs through the permute kernel (float; rows of 8 to 16 * perm_bmax_vecs
 /// columns whose 16-column vectors each gather at most 16 consecutive outputs). 16-bit storage
@@ -859,6 +909,7 @@ public:
         taps_ = p.perm_btaps;
         nv_ = (W_ + 15) / 16;
         zero_gap_ = perm_backward_zero_gap(p.perm_bbase);
+        sep_ = perm_bsep_fits<R>(p);
         for (index_t h = 0; h < nv_; ++h) {
             base_[h] = p.perm_bbase[static_cast<std::size_t>(h)];
             const index_t n = std::min<index_t>(16, W_ - 16 * h);
@@ -986,6 +1037,9 @@ private:
                 }
                 return;
             }
+            if constexpr (R >= 2) {
+                if (sep_) return nv == 1 ? separable<K, 1>(grad_out, grad_in, c0, c1, y0, y1) : separable<K, 2>(grad_out, grad_in, c0, c1, y0, y1);
+            }
             const auto scaled_plane = scratch(1);
             float* const sc = scaled_plane.get() + gap;
             // (A call: inline, its loop cost the 16-wide rows' loop 10%: pool_ci_3d regular.)
@@ -1050,6 +1104,92 @@ private:
         }
     }
 
+    // The separable form (perm_bsep_fits): each output row scaled and spread along the row
+    // once (its K permutes), into a row of NV vectors; then the outer axes' sums, one axis at a
+    // time: 3-D sums, per first-axis output, the spread rows each input row of the second axis
+    // gathers (a scratch of H rows per output), then for each input row the scratch rows of the
+    // first-axis outputs gathering it; 2-D the spread rows each input row gathers. Per input
+    // row that is a sum of k[0] loaded rows, where the gather above sums kc = k[0] k[1] scaled
+    // rows and spreads them (pool_ci_3d regular, 3x3x3 at stride 2 on 16^3: 21 -> 15 us).
+    // Padding entries name the row of zeros past each axis's outputs. Each output is computed
+    // alike whatever y0 .. y1 (the split rows give the whole plane's bits).
+    template <int K, int NV>
+    AVGPOOL_NOINLINE void separable(const float* grad_out, float* grad_in, index_t c0, index_t c1, index_t y0, index_t y1) const {
+        constexpr index_t VW = 16 * NV;  // floats of a spread row
+        const pool_geometry<R>& g = p_.geometry;
+        const float* const rdiv = p_.template plane_reciprocals<float>();
+        const index_t W = W_, Wo = Wo_, xs = xs_, os = os_;
+        const index_t H = g.input[R - 2], Ho = g.output[R - 2];
+        const index_t Do = R == 3 ? g.output[0] : 1;
+        const index_t* const L1 = p_.perm_bouter.data() + p_.perm_bouter_at[R - 2];
+        const index_t k1 = p_.perm_bouter_k[R - 2];
+        const index_t* const L0 = p_.perm_bouter.data() + p_.perm_bouter_at[0];
+        const index_t k0 = R == 3 ? p_.perm_bouter_k[0] : 1;
+        __m512i idx[NV][K];
+        __mmask16 m[NV][K];
+        for (int h = 0; h < NV; ++h)
+            for (int j = 0; j < K; ++j) {
+                idx[h][j] = perm_table(idx_ + (h * K + j) * 16);
+                m[h][j] = mask_[h * K + j];
+            }
+        const __mmask16 keep = static_cast<__mmask16>((1u << Wo) - 1u);
+        const __m512 zero = _mm512_setzero_ps();
+        // The first-axis outputs the rows y0 .. y1 - 1 gather (3-D): only their sums are made.
+        index_t d0 = 0, d1 = 1, od0 = 0, od1 = 1;
+        if (R == 3) {
+            d0 = y0 / H, d1 = (y1 + H - 1) / H, od0 = Do, od1 = 0;
+            for (const index_t* l = L0 + d0 * k0; l < L0 + d1 * k0; ++l)
+                if (*l < Do) od0 = std::min(od0, *l), od1 = std::max(od1, *l + 1);
+        }
+        // [spread rows (Ho + 1, the last zeros)][3-D: first-stage sums, (Do + 1) x H, the last H zeros]
+        const index_t erows = Ho + 1, frows = R == 3 ? (Do + 1) * H : 0;
+        line_buffer<float> buf(static_cast<std::size_t>((erows + frows) * VW));
+        float* const E = buf.get();
+        float* const F = E + erows * VW;
+        std::fill(E + Ho * VW, E + erows * VW, 0.0f);
+        if (R == 3) std::fill(F + Do * H * VW, F + frows * VW, 0.0f);
+        auto spread = [&](const float* gr, const float* rd, float* e) AVGPOOL_INLINE_LAMBDA {
+            const __m512 v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(keep, gr), _mm512_maskz_loadu_ps(keep, rd), zero);
+            unrolled<NV>([&](auto h) AVGPOOL_INLINE_LAMBDA {
+                __m512 acc = _mm512_maskz_permutexvar_ps(m[h][0], idx[h][0], v);
+                for (int j = 1; j < K; ++j) acc = _mm512_add_ps(acc, _mm512_maskz_permutexvar_ps(m[h][j], idx[h][j], v));
+                _mm512_store_ps(e + 16 * h, acc);
+            });
+        };
+        // dst row = the sum of the k rows of src the list names (row units of VW floats).
+        auto gather = [&](const float* src, const index_t* l, index_t k, auto store) AVGPOOL_INLINE_LAMBDA {
+            unrolled<NV>([&](auto h) AVGPOOL_INLINE_LAMBDA {
+                const __m512 v = k == 2 ? _mm512_add_ps(_mm512_load_ps(src + l[0] * VW + 16 * h), _mm512_load_ps(src + l[1] * VW + 16 * h))
+                                        : perm_sum<0>(k, [&](index_t i) { return _mm512_load_ps(src + l[i] * VW + 16 * h); });
+                store(v, static_cast<index_t>(h));
+            });
+        };
+        for (index_t c = c0; c < c1; ++c) {
+            const float* const gp = grad_out + c * os;
+            float* const x = grad_in + c * xs;
+            if (R == 2) {
+                for (index_t r = 0; r < Ho; ++r) spread(gp + r * Wo, rdiv + r * Wo, E + r * VW);
+                for (index_t y = y0; y < y1; ++y)
+                    gather(E, L1 + y * k1, k1, [&](__m512 v, index_t h) { _mm512_mask_storeu_ps(x + y * W + 16 * h, store_[h], v); });
+                continue;
+            }
+            for (index_t od = od0; od < od1; ++od) {
+                for (index_t r = 0; r < Ho; ++r) spread(gp + (od * Ho + r) * Wo, rdiv + (od * Ho + r) * Wo, E + r * VW);
+                float* const f = F + od * H * VW;
+                for (index_t y = 0; y < H; ++y)
+                    gather(E, L1 + y * k1, k1, [&](__m512 v, index_t h) { _mm512_store_ps(f + y * VW + 16 * h, v); });
+            }
+            for (index_t d = d0; d < d1; ++d) {
+                // (List entries in rows of the first-stage sums: od * H.)
+                index_t l[perm_max_rows];
+                for (index_t i = 0; i < k0; ++i) l[i] = L0[d * k0 + i] * H;
+                const index_t h0 = std::max<index_t>(0, y0 - d * H), h1 = std::min(H, y1 - d * H);
+                for (index_t y = h0; y < h1; ++y)
+                    gather(F + y * VW, l, k0, [&](__m512 v, index_t h) { _mm512_mask_storeu_ps(x + (d * H + y) * W + 16 * h, store_[h], v); });
+            }
+        }
+    }
+
     // Rows of 8 (pool_ci_3d's non_cubic): two rows a vector, each gathering into its own half
     // and permuted within it, stored as one 16-float vector: half the permutes and stores a
     // row (14.4 -> 10.7 us). Each row sums and rounds as alone (an odd last row is alone).
@@ -1099,6 +1239,7 @@ private:
 
     const plan_data<R>& p_;
     index_t W_ = 0, Wo_ = 0, xs_ = 0, os_ = 0, ni_ = 1, kc_ = 1, taps_ = 1, nv_ = 1, zero_gap_ = 16;
+    bool sep_ = false;  // the separable form (perm_bsep_fits)
     index_t base_[perm_bmax_vecs] = {};      // per column vector: its first output
     __mmask16 store_[perm_bmax_vecs] = {};  // and its columns inside the row
     // Per column vector and cover slot (only the used part is copied: no 4 KiB clear).

@@ -6,6 +6,7 @@
 #define AVGPOOL_DETAIL_PLAN_HPP
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -156,6 +157,10 @@ struct plan_data {
     std::vector<index_t> perm_bbase;
     std::vector<std::int32_t> perm_bidx;  // and per vector and cover slot, lanes and masks
     std::vector<std::uint16_t> perm_bmask;
+    // Its separable form's outer transposes (perm_backward_outer; empty when the form does not
+    // apply): per outer axis a, from perm_bouter_at[a], perm_bouter_k[a] outputs per input.
+    std::vector<index_t> perm_bouter;
+    std::array<index_t, R> perm_bouter_at{}, perm_bouter_k{};
     // The backward row tables (backward.hpp: channels-first's walk, channels-last's expanded
     // rows), built once here rather than per call (a 20x40x60 plane spent 14 us of each 32 us
     // call building them); empty when no kernel reads them or the plane passes bw_table_rows /
