@@ -1134,6 +1134,14 @@ private:
             }
         const __mmask16 keep = static_cast<__mmask16>((1u << Wo) - 1u);
         const __m512 zero = _mm512_setzero_ps();
+        bool full[NV];  // vectors wholly inside the row: plain stores
+        for (int h = 0; h < NV; ++h) full[h] = store_[h] == 0xffff;
+        auto put = [&](float* dst, __m512 v, index_t h) AVGPOOL_INLINE_LAMBDA {
+            if (full[h])
+                _mm512_storeu_ps(dst, v);
+            else
+                _mm512_mask_storeu_ps(dst, store_[h], v);
+        };
         // The first-axis outputs the rows y0 .. y1 - 1 gather (3-D): only their sums are made.
         index_t d0 = 0, d1 = 1, od0 = 0, od1 = 1;
         if (R == 3) {
@@ -1159,8 +1167,9 @@ private:
         // dst row = the sum of the k rows of src the list names (row units of VW floats).
         auto gather = [&](const float* src, const index_t* l, index_t k, auto store) AVGPOOL_INLINE_LAMBDA {
             unrolled<NV>([&](auto h) AVGPOOL_INLINE_LAMBDA {
-                const __m512 v = k == 2 ? _mm512_add_ps(_mm512_load_ps(src + l[0] * VW + 16 * h), _mm512_load_ps(src + l[1] * VW + 16 * h))
-                                        : perm_sum<0>(k, [&](index_t i) { return _mm512_load_ps(src + l[i] * VW + 16 * h); });
+                const __m512 v = k == 2   ? _mm512_add_ps(_mm512_load_ps(src + l[0] * VW + 16 * h), _mm512_load_ps(src + l[1] * VW + 16 * h))
+                                 : k == 1 ? _mm512_load_ps(src + l[0] * VW + 16 * h)
+                                          : perm_sum<0>(k, [&](index_t i) { return _mm512_load_ps(src + l[i] * VW + 16 * h); });
                 store(v, static_cast<index_t>(h));
             });
         };
@@ -1170,7 +1179,7 @@ private:
             if (R == 2) {
                 for (index_t r = 0; r < Ho; ++r) spread(gp + r * Wo, rdiv + r * Wo, E + r * VW);
                 for (index_t y = y0; y < y1; ++y)
-                    gather(E, L1 + y * k1, k1, [&](__m512 v, index_t h) { _mm512_mask_storeu_ps(x + y * W + 16 * h, store_[h], v); });
+                    gather(E, L1 + y * k1, k1, [&](__m512 v, index_t h) { put(x + y * W + 16 * h, v, h); });
                 continue;
             }
             for (index_t od = od0; od < od1; ++od) {
@@ -1180,12 +1189,16 @@ private:
                     gather(E, L1 + y * k1, k1, [&](__m512 v, index_t h) { _mm512_store_ps(f + y * VW + 16 * h, v); });
             }
             for (index_t d = d0; d < d1; ++d) {
-                // (List entries in rows of the first-stage sums: od * H.)
+                // The first-stage sums input row d gathers (rows od * H), padding entries left out
+                // (a row gathering one is a copy: 0.9x the time at 3x3x3 stride 2), or the zeros.
                 index_t l[perm_max_rows];
-                for (index_t i = 0; i < k0; ++i) l[i] = L0[d * k0 + i] * H;
+                index_t n0 = 0;
+                for (index_t i = 0; i < k0; ++i)
+                    if (L0[d * k0 + i] < Do) l[n0++] = L0[d * k0 + i] * H;
+                if (n0 == 0) l[n0++] = Do * H;
                 const index_t h0 = std::max<index_t>(0, y0 - d * H), h1 = std::min(H, y1 - d * H);
                 for (index_t y = h0; y < h1; ++y)
-                    gather(F + y * VW, l, k0, [&](__m512 v, index_t h) { _mm512_mask_storeu_ps(x + (d * H + y) * W + 16 * h, store_[h], v); });
+                    gather(F + y * VW, l, n0, [&](__m512 v, index_t h) { put(x + (d * H + y) * W + 16 * h, v, h); });
             }
         }
     }
