@@ -385,6 +385,11 @@ void perm_backward_outer(const plan_data<R>& p, std::vector<index_t>& lists, std
         at[a] = static_cast<index_t>(lists.size());
         const std::vector<index_t> l = perm_axis_transpose<R>(p, a, p.geometry.output[a], k[a]);
         lists.insert(lists.end(), l.begin(), l.end());
+        // (An axis no window taps, or past the kernel's row list: the form does not apply.)
+        if (k[a] < 1 || k[a] > perm_max_rows) {
+            lists.clear();
+            return;
+        }
     }
 }
 
@@ -461,15 +466,15 @@ bool perm_bsep_geometry(const plan_data<R>& p) noexcept {
         if (nv > 2 || Wo > 16 || (W == 8 && Wo <= 8)) return false;
         if (p.output_spatial_volume() + perm_backward_zero_gap(p.perm_bbase) + 16 > perm_bscale_max) return false;
         const index_t H = g.input[R - 2], Ho = g.output[R - 2], Do = R == 3 ? g.output[0] : 0;
-        const index_t rows = Ho + 1 + (R == 3 ? (Do + 1) * H : 0);
+        const index_t rows = Ho + 1 + (R == 3 ? Do * H : 0);
         return rows <= perm_bsep_max / (16 * nv);
     }
 }
 
-/// Whether perm_backward runs in its separable form.
+/// Whether perm_backward, where it applies, runs in its separable form.
 template <std::size_t R>
 bool perm_bsep_fits(const plan_data<R>& p) noexcept {
-    return R >= 2 && R <= 3 && !p.perm_bouter.empty();
+    return !p.perm_bouter.empty();
 }
 
 /// Whether backward runs through the permute kernel (float; rows of 8 to 16 * perm_bmax_vecs
@@ -1110,7 +1115,7 @@ private:
     // gathers (a scratch of H rows per output), then for each input row the scratch rows of the
     // first-axis outputs gathering it; 2-D the spread rows each input row gathers. Per input
     // row that is a sum of k[0] loaded rows, where the gather above sums kc = k[0] k[1] scaled
-    // rows and spreads them (pool_ci_3d regular, 3x3x3 at stride 2 on 16^3: 21 -> 15 us).
+    // rows and spreads them (pool_ci_3d regular, 3x3x3 at stride 2 on 16^3: 21 -> 13 us in a harness).
     // Padding entries name the row of zeros past each axis's outputs. Each output is computed
     // alike whatever y0 .. y1 (the split rows give the whole plane's bits).
     template <int K, int NV>
@@ -1142,20 +1147,27 @@ private:
             else
                 _mm512_mask_storeu_ps(dst, store_[h], v);
         };
-        // The first-axis outputs the rows y0 .. y1 - 1 gather (3-D): only their sums are made.
-        index_t d0 = 0, d1 = 1, od0 = 0, od1 = 1;
+        // Only what the rows y0 .. y1 - 1 read is made (a split call spreading whole planes
+        // cost 7x on 1x1x1100x16 cut in blocks, review): 3-D, the first-axis outputs [od0, od1)
+        // they gather and the second-axis rows [hlo, hhi) of their sums (all when the rows
+        // span slices); the spread rows [elo, ehi) those sums, or 2-D those rows, gather.
+        index_t d0 = 0, d1 = 1, od0 = 0, od1 = 1, hlo = y0, hhi = y1;
         if (R == 3) {
             d0 = y0 / H, d1 = (y1 + H - 1) / H, od0 = Do, od1 = 0;
             for (const index_t* l = L0 + d0 * k0; l < L0 + d1 * k0; ++l)
                 if (*l < Do) od0 = std::min(od0, *l), od1 = std::max(od1, *l + 1);
+            hlo = d1 - d0 == 1 ? y0 - d0 * H : 0;
+            hhi = d1 - d0 == 1 ? y1 - d0 * H : H;
         }
-        // [spread rows (Ho + 1, the last zeros)][3-D: first-stage sums, (Do + 1) x H, the last H zeros]
-        const index_t erows = Ho + 1, frows = R == 3 ? (Do + 1) * H : 0;
+        index_t elo = Ho, ehi = 0;
+        for (const index_t* l = L1 + hlo * k1; l < L1 + hhi * k1; ++l)
+            if (*l < Ho) elo = std::min(elo, *l), ehi = std::max(ehi, *l + 1);
+        // [spread rows (Ho + 1, the last zeros)][3-D: first-stage sums, Do x H]
+        const index_t erows = Ho + 1, frows = R == 3 ? Do * H : 0;
         line_buffer<float> buf(static_cast<std::size_t>((erows + frows) * VW));
         float* const E = buf.get();
         float* const F = E + erows * VW;
         std::fill(E + Ho * VW, E + erows * VW, 0.0f);
-        if (R == 3) std::fill(F + Do * H * VW, F + frows * VW, 0.0f);
         auto spread = [&](const float* gr, const float* rd, float* e) AVGPOOL_INLINE_LAMBDA {
             const __m512 v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(keep, gr), _mm512_maskz_loadu_ps(keep, rd), zero);
             unrolled<NV>([&](auto h) AVGPOOL_INLINE_LAMBDA {
@@ -1177,26 +1189,30 @@ private:
             const float* const gp = grad_out + c * os;
             float* const x = grad_in + c * xs;
             if (R == 2) {
-                for (index_t r = 0; r < Ho; ++r) spread(gp + r * Wo, rdiv + r * Wo, E + r * VW);
+                for (index_t r = elo; r < ehi; ++r) spread(gp + r * Wo, rdiv + r * Wo, E + r * VW);
                 for (index_t y = y0; y < y1; ++y)
                     gather(E, L1 + y * k1, k1, [&](__m512 v, index_t h) { put(x + y * W + 16 * h, v, h); });
                 continue;
             }
             for (index_t od = od0; od < od1; ++od) {
-                for (index_t r = 0; r < Ho; ++r) spread(gp + (od * Ho + r) * Wo, rdiv + (od * Ho + r) * Wo, E + r * VW);
+                for (index_t r = elo; r < ehi; ++r) spread(gp + (od * Ho + r) * Wo, rdiv + (od * Ho + r) * Wo, E + r * VW);
                 float* const f = F + od * H * VW;
-                for (index_t y = 0; y < H; ++y)
+                for (index_t y = hlo; y < hhi; ++y)
                     gather(E, L1 + y * k1, k1, [&](__m512 v, index_t h) { _mm512_store_ps(f + y * VW + 16 * h, v); });
             }
             for (index_t d = d0; d < d1; ++d) {
                 // The first-stage sums input row d gathers (rows od * H), padding entries left out
-                // (a row gathering one is a copy: 0.9x the time at 3x3x3 stride 2), or the zeros.
+                // (a row gathering one is a copy: 0.9x the time at 3x3x3 stride 2; none, zeros).
                 index_t l[perm_max_rows];
                 index_t n0 = 0;
                 for (index_t i = 0; i < k0; ++i)
                     if (L0[d * k0 + i] < Do) l[n0++] = L0[d * k0 + i] * H;
-                if (n0 == 0) l[n0++] = Do * H;
                 const index_t h0 = std::max<index_t>(0, y0 - d * H), h1 = std::min(H, y1 - d * H);
+                if (n0 == 0) {
+                    for (index_t y = h0; y < h1; ++y)
+                        unrolled<NV>([&](auto h) AVGPOOL_INLINE_LAMBDA { put(x + (d * H + y) * W + 16 * h, zero, h); });
+                    continue;
+                }
                 for (index_t y = h0; y < h1; ++y)
                     gather(F + y * VW, l, n0, [&](__m512 v, index_t h) { put(x + (d * H + y) * W + 16 * h, v, h); });
             }
