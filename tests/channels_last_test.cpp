@@ -362,8 +362,8 @@ TEST(ChannelsLast, KernelsPastTheBlockArrays) {
             for (index_t pad : {index_t(0), k / 2, k - 1})
                 for (index_t C : {L, L + 3, 2 * L + 1}) cases.push_back({k, W, pad, C});
     cases.insert(cases.begin(), {{700, 900, 350, L + 1}, {2500, 2600, 1249, L}});  // (first: also under ASan)
-    for (std::size_t i = 0; i < cases.size(); i += avgpool_test::under_asan ? 4 : 1) {  // (a quarter under ASan)
-        const shape_case& c = cases[i];
+    for (std::size_t ci = 0; ci < cases.size(); ci += avgpool_test::under_asan ? 4 : 1) {  // (a quarter under ASan)
+        const shape_case& c = cases[ci];
         const std::string t = "k " + std::to_string(c.k) + " W " + std::to_string(c.W) + " pad " + std::to_string(c.pad) +
                               " C " + std::to_string(c.C);
         avgpool::pool_attrs<1> a;
