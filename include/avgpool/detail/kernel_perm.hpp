@@ -376,8 +376,9 @@ std::vector<index_t> perm_backward_columns(const plan_data<R>& p, index_t& taps)
 }
 
 /// The outer axes' transposes for perm_backward's separable form (R = 2, 3): per outer axis a,
-/// from at[a], k[a] outputs per input padded with the axis's output count (the row of zeros
-/// the kernel keeps past them). Built where perm_bsep_geometry holds.
+/// from at[a], k[a] outputs per input padded with the axis's output count (the second-to-last
+/// axis: the row of zeros the kernel keeps past its spread rows; 3-D's first axis: skipped).
+/// Built where perm_bsep_geometry holds.
 template <std::size_t R>
 void perm_backward_outer(const plan_data<R>& p, std::vector<index_t>& lists, std::array<index_t, R>& at, std::array<index_t, R>& k) {
     lists.clear();
@@ -1116,8 +1117,9 @@ private:
     // first-axis outputs gathering it; 2-D the spread rows each input row gathers. Per input
     // row that is a sum of k[0] loaded rows, where the gather above sums kc = k[0] k[1] scaled
     // rows and spreads them (pool_ci_3d regular, 3x3x3 at stride 2 on 16^3: 21 -> 13 us in a harness).
-    // Padding entries name the row of zeros past each axis's outputs. Each output is computed
-    // alike whatever y0 .. y1 (the split rows give the whole plane's bits).
+    // Padding entries of the second-to-last axis name the row of zeros past the spread rows;
+    // the first axis's (3-D) are left out. Each output is computed alike whatever y0 .. y1 (the
+    // split rows give the whole plane's bits).
     template <int K, int NV>
     AVGPOOL_NOINLINE void separable(const float* grad_out, float* grad_in, index_t c0, index_t c1, index_t y0, index_t y1) const {
         constexpr index_t VW = 16 * NV;  // floats of a spread row
