@@ -1022,8 +1022,8 @@ TEST(Backward, CoversMatchSpans) {
         const std::string what = describe<2>(s, a, "case " + std::to_string(c));
         const auto& d = dt::plan_access::data(*plan);
         check_covers<2>(d, what);
-        if (d.flipped != nullptr) {
-            check_covers<2>(*d.flipped, what + " (flipped)");
+        if (d.bwd().flipped != nullptr) {
+            check_covers<2>(*d.bwd().flipped, what + " (flipped)");
             ++flipped;
         }
         if (::testing::Test::HasFatalFailure()) return;
@@ -1045,19 +1045,48 @@ TEST(Backward, KeptTablesBounded) {
     ASSERT_TRUE(big.ok());
     const auto& d = dt::plan_access::data(*big);
     EXPECT_TRUE((dt::backward_cf_applicable<float, 3>(d)));
-    EXPECT_TRUE(d.bw_taps.empty());
-    EXPECT_LE(static_cast<index_t>(d.bw_taps.size()), dt::bw_table_taps);
+    EXPECT_TRUE(d.bwd().bw_taps.empty());
+    EXPECT_LE(static_cast<index_t>(d.bwd().bw_taps.size()), dt::bw_table_taps);
     auto small = avgpool::pooling<3>::create({1, 1, 24, 24, 4}, a);
     ASSERT_TRUE(small.ok());
-    EXPECT_FALSE(dt::plan_access::data(*small).bw_taps.empty());  // kept where it is small
+    EXPECT_FALSE(dt::plan_access::data(*small).bwd().bw_taps.empty());  // kept where it is small
     std::mt19937_64 gen(9);
     avgpool::pool_attrs<3> c;
     c.kernel = {9, 9, 1};
     c.strides = {4, 4, 1};
     auto tall = avgpool::pooling<3>::create({1, 1, 40, 2048, 4}, c);  // 81920 outer rows
     ASSERT_TRUE(tall.ok());
-    EXPECT_TRUE(dt::plan_access::data(*tall).bw_taps.empty());
+    EXPECT_TRUE(dt::plan_access::data(*tall).bwd().bw_taps.empty());
     expect_fast_matches<float, 3>(*tall, gen, true);
+}
+
+// The backward tables wait for the first backward call (plans that only run forward never pay
+// for them), are shared by a copy made before it, and give the same bits either way.
+TEST(Backward, TablesBuiltByTheFirstBackwardCall) {
+    namespace dt = avgpool::detail;
+    avgpool::pool_attrs<2> a;
+    a.kernel = {3, 3};
+    a.strides = {2, 2};
+    const auto plan = avgpool::pooling<2>::create({1, 32, 10, 10}, a, avgpool::layout::channels_last);
+    ASSERT_TRUE(plan);
+    const avgpool::pooling<2> copy = *plan;
+    std::vector<float> x(static_cast<std::size_t>(plan->input_size()));
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (float& v : x) v = dist(rng);
+    std::vector<float> y(static_cast<std::size_t>(plan->output_size()));
+    ASSERT_TRUE(plan->forward(x.data(), y.data()));
+    ASSERT_TRUE(plan->sum(x.data(), y.data()));
+    EXPECT_TRUE(dt::plan_access::data_unbuilt(*plan).bwd().bw_col_at.empty()) << "built by forward";
+    std::vector<float> g1(x.size(), 7.0f), g2(x.size(), 8.0f);
+    ASSERT_TRUE(copy.backward(y.data(), g1.data()));
+    EXPECT_FALSE(dt::plan_access::data_unbuilt(*plan).bwd().bw_col_at.empty()) << "not shared with the copy";
+    ASSERT_TRUE(plan->backward(y.data(), g2.data()));
+    EXPECT_EQ(0, std::memcmp(g1.data(), g2.data(), g1.size() * sizeof(float)));
+    std::vector<double> yd(y.begin(), y.end()), want(x.size());
+    avgpool::detail::reference_backward<double, 2>(dt::plan_access::data(*plan), yd.data(), want.data(), 0,
+                                                   plan->input_shape()[0] * plan->input_shape()[1]);
+    for (std::size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(g1[i], want[i], 1e-5 * (1.0 + std::abs(want[i]))) << i;
 }
 
 }  // namespace

@@ -845,13 +845,13 @@ int merged_pixel_backward_cases(int cases, int& three_phases) {
         auto plan = avgpool::pooling<R>::create(shape, a, avgpool::layout::channels_last);
         if (!plan) continue;
         const auto& d = dt::plan_access::data(*plan);
-        if (d.px_b == nullptr) continue;
+        if (d.bwd().px_b == nullptr) continue;
         SCOPED_TRACE(describe<R>(shape, a, "seed " + std::to_string(seed)));
         const dt::px_backward<R> fast(d), per_tap(d, false);
         EXPECT_FALSE(per_tap.merged());
         if (!fast.merged()) continue;
         ++merged;
-        if (d.px_b->phases == 3) ++three_phases;
+        if (d.bwd().px_b->phases == 3) ++three_phases;
         std::vector<float> g = random_input<float>(static_cast<std::size_t>(plan->output_size()), gen);
         const float special[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
                                  -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(),

@@ -1009,4 +1009,53 @@ TEST(ExecutorPooling, EveryKindOfExecutor) {
     check("const object", [&](float* o) { return plan->forward(in.data(), o, cv); });
 }
 
+// A plan's backward tables are built by its first backward call (detail::backward_tables):
+// threads calling backward at once on fresh plans, and on copies made before any backward,
+// each get the bits of a plan that built them alone. Under TSan this checks the once flag.
+TEST(ExecutorPooling, FirstBackwardCallsAtOnce) {
+    struct shape_case {
+        avgpool::dims<4> shape;
+        avgpool::layout lay;
+        index_t k, s, p;
+    };
+    const shape_case cases[] = {
+        {{1, 3, 32, 32}, avgpool::layout::channels_first, 3, 2, 1},   // stride-2 / permute tables
+        {{2, 24, 9, 11}, avgpool::layout::channels_last, 3, 1, 1},     // column lists, flipped plan
+        {{1, 20, 12, 10}, avgpool::layout::channels_last, 3, 2, 0},    // column lists
+        {{1, 16, 7, 7}, avgpool::layout::channels_first, 3, 1, 1},     // whole-plane tables
+        {{1, 5, 14, 14}, avgpool::layout::channels_last, 2, 2, 0},     // pixel kernel
+    };
+    for (const shape_case& c : cases) {
+        avgpool::pool_attrs<2> a;
+        a.kernel = {c.k, c.k};
+        a.strides = {c.s, c.s};
+        a.pads_begin = a.pads_end = {c.p, c.p};
+        const auto ref_plan = avgpool::pooling<2>::create(c.shape, a, c.lay);
+        ASSERT_TRUE(ref_plan);
+        const std::vector<float> g = random_values<float>(static_cast<std::size_t>(ref_plan->output_size()), 5);
+        const std::size_t n = static_cast<std::size_t>(ref_plan->input_size());
+        std::vector<float> want(n, -1.0f);
+        ASSERT_TRUE(ref_plan->backward(g.data(), want.data()));
+        for (int round = 0; round < 4; ++round) {
+            const auto plan = avgpool::pooling<2>::create(c.shape, a, c.lay);
+            ASSERT_TRUE(plan);
+            const avgpool::pooling<2> copy = *plan;  // shares the tables still to be built
+            constexpr int threads = 4;
+            std::vector<std::vector<float>> got(threads, std::vector<float>(n, 7.0f));
+            std::atomic<int> ready{0};
+            std::vector<std::thread> pool;
+            for (int t = 0; t < threads; ++t)
+                pool.emplace_back([&, t] {
+                    ready.fetch_add(1);
+                    while (ready.load() < threads) std::this_thread::yield();
+                    const avgpool::pooling<2>& mine = t % 2 == 0 ? *plan : copy;
+                    (void)mine.backward(g.data(), got[static_cast<std::size_t>(t)].data());
+                });
+            for (std::thread& th : pool) th.join();
+            for (int t = 0; t < threads; ++t)
+                EXPECT_TRUE(same_bytes(want, got[static_cast<std::size_t>(t)])) << "case " << c.shape[1] << " thread " << t;
+        }
+    }
+}
+
 }  // namespace

@@ -1218,7 +1218,7 @@ void perm_plane_backward_check(const avgpool::pooling<2>& plan, std::mt19937_64&
     namespace dt = avgpool::detail;
     const auto& d = dt::plan_access::data(plan);
     if (!dt::perm_plane_backward::applicable(d)) return;
-    ASSERT_TRUE(d.perm_plane_b != nullptr) << "the plan holds no whole-plane backward";
+    ASSERT_TRUE(d.bwd().perm_plane_b != nullptr) << "the plan holds no whole-plane backward";
     const dt::perm_plane_backward k(d);
     if (orders != nullptr) {
         ++orders->backward;

@@ -442,7 +442,7 @@ void s2_backward_suite(int cases, int& ran, int& streamed, int& wide) {
         if (!dt::s2_backward_applicable<float, R>(d)) continue;
         ++ran;
         wide += d.geometry.input[R - 1] > 32 ? 1 : 0;
-        streamed += d.s2_bstream.empty() ? 0 : 1;
+        streamed += d.bwd().s2_bstream.empty() ? 0 : 1;
         SCOPED_TRACE(avgpool_test::describe<R>(shape, a, "stride-2 backward"));
         s2_backward_check<R>(*plan, gen, c % 2 == 1);
         if (::testing::Test::HasFatalFailure()) return;
@@ -495,8 +495,8 @@ TEST(Stride2Kernel, BackwardWays) {
         ASSERT_TRUE(plan);
         const auto& d = dt::plan_access::data(*plan);
         EXPECT_TRUE((dt::s2_backward_applicable<float, 2>(d))) << c.w << " k " << c.k;
-        EXPECT_EQ(!d.s2_bstream.empty(), c.stream) << c.w << " k " << c.k << " down " << c.down;
-        EXPECT_EQ(d.s2_bfast, c.fast) << c.w << " k " << c.k << " down " << c.down;
+        EXPECT_EQ(!d.bwd().s2_bstream.empty(), c.stream) << c.w << " k " << c.k << " down " << c.down;
+        EXPECT_EQ(d.bwd().s2_bfast, c.fast) << c.w << " k " << c.k << " down " << c.down;
     }
     // Where backward_cf's ring does not fit (tall R = 3 slices) it adds the covering rows'
     // gradients before dividing, so this kernel, which gives its bits otherwise, is not used

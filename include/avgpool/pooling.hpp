@@ -12,6 +12,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -99,7 +100,8 @@ constexpr bool checked_volume(const dims<N>& d, index_t& v) noexcept {
 
 }  // namespace detail
 
-/// A validated pooling plan: attributes checked and resolved once, window tables built once;
+/// A validated pooling plan: attributes checked and resolved once, window tables built once
+/// (the backward pass's by the first backward call, so forward-only plans never pay for them);
 /// then forward / sum / divisor / backward run any number of times, on any element type,
 /// allocating nothing once the calling thread has run the plan before (kernels' scratch comes
 /// from a small per-thread cache; see README, Memory). Copyable; const methods are safe to
@@ -119,7 +121,13 @@ namespace detail {
 /// Read access to a plan's resolved data, for the library's own tests and benchmarks.
 struct plan_access {
     template <std::size_t R>
-    static const plan_data<R>& data(const pooling<R>& p) noexcept {
+    static const plan_data<R>& data(const pooling<R>& p) {
+        p.build_backward();  // (tests read the backward tables too)
+        return p.d_;
+    }
+    // The plan without building its backward tables (tests: forward leaves them unbuilt).
+    template <std::size_t R>
+    static const plan_data<R>& data_unbuilt(const pooling<R>& p) noexcept {
         return p.d_;
     }
     // Tests: plans whose kernels follow the requested layout even for one channel (see
@@ -143,8 +151,9 @@ struct plan_access {
         return p.d_.pixel_kernel;
     }
     template <std::size_t R>
-    static bool pixels_backward(const pooling<R>& p) noexcept {
-        return p.d_.px_b != nullptr;
+    static bool pixels_backward(const pooling<R>& p) {
+        p.build_backward();
+        return p.d_.bwd().px_b != nullptr;
     }
 };
 }  // namespace detail
@@ -219,9 +228,6 @@ private:
         for (std::size_t o = 0; o < ld.size(); ++o)
             d_.px_rdiv[o] = ld[o] != 0.0f ? 1.0f / ld[o] : std::numeric_limits<float>::infinity();
         d_.pixel_kernel = true;
-        if (!AVGPOOL_PERM_KERNEL) return;  // (the backward kernel is AVX-512 code)
-        auto shape = std::make_shared<const detail::px_bshape>(detail::px_bmeasure<R>(d_));
-        if (shape->phases > 0) d_.px_b = std::move(shape);
     }
 
     // Channels-last with fewer channels than a float vector and stride 1 on the last axis: the
@@ -619,27 +625,14 @@ private:
             build_plane_reciprocals();
 #if AVGPOOL_PERM_KERNEL
         if constexpr (R == 2) {
-            if (detail::perm_plane_geometry<R>(d_) && !d_.plane_rdiv_f.empty()) {
+            if (detail::perm_plane_geometry<R>(d_) && !d_.plane_rdiv_f.empty())
                 d_.perm_plane_f = std::make_shared<const detail::perm_plane_tables>(d_);
-                if (detail::perm_plane_backward::applicable(d_))
-                    d_.perm_plane_b = std::make_shared<const detail::perm_plane_backward>(d_);
-            }
         }
 #endif
         if (detail::perm_geometry<R>(d_)) {
             d_.perm_rows = detail::perm_rows<R>(d_);
             detail::perm_horizontal<R>(d_, d_.perm_hchunks, d_.perm_hidx, d_.perm_hidx_eo, d_.perm_hmask, d_.perm_htaps);
             detail::perm_slices_first<R>(d_, d_.perm_slices, d_.perm_hrows);
-            if (g.input[R - 1] <= 16 * detail::perm_bmax_vecs) {
-                d_.perm_bcols = detail::perm_backward_columns<R>(d_, d_.perm_btaps);
-                d_.perm_bbase = detail::perm_backward_bases<R>(d_, d_.perm_bcols, d_.perm_btaps);
-                if (!d_.perm_bbase.empty()) {
-                    d_.perm_brows = detail::perm_backward_rows<R>(d_, detail::perm_backward_zero_gap(d_.perm_bbase));
-                    detail::perm_backward_lanes<R>(d_, d_.perm_bidx, d_.perm_bmask);
-                    if (!d_.perm_brows.empty() && detail::perm_bsep_geometry<R>(d_))
-                        detail::perm_backward_outer<R>(d_, d_.perm_bouter, d_.perm_bouter_at, d_.perm_bouter_k);
-                }
-            }
         }
         if (detail::s2_geometry<R>(d_)) {  // (AVX2 code; with AVX-512, 2-D planes)
             d_.perm_rows = detail::perm_rows<R>(d_);
@@ -674,21 +667,56 @@ private:
                 }
             }
         }
-        if (detail::backward_rows_kept<R>(d_)) detail::build_backward_rows<R>(d_, d_.bw_taps, d_.bw_rows);
+    }
+
+    // The tables only backward reads (detail::backward_tables), on the first backward call:
+    // const, as they go to the shared cell, and run once whichever thread calls first.
+    void build_backward() const {
+        detail::backward_cell<R>& c = *d_.lazy;
+        if (c.built.load(std::memory_order_acquire)) return;
+        std::call_once(c.once, [this, &c] {
+            derive_backward_tables();
+            c.built.store(true, std::memory_order_release);
+        });
+    }
+    void derive_backward_tables() const {
+        if (d_.flipped_own) return;
+        detail::backward_tables<R>& b = d_.bwd_mut();
+#if AVGPOOL_PERM_KERNEL
+        if (d_.pixel_kernel) {
+            auto shape = std::make_shared<const detail::px_bshape>(detail::px_bmeasure<R>(d_));
+            if (shape->phases > 0) b.px_b = std::move(shape);
+        }
+        if constexpr (R == 2) {
+            if (d_.perm_plane_f != nullptr && detail::perm_plane_backward::applicable(d_))
+                b.perm_plane_b = std::make_shared<const detail::perm_plane_backward>(d_);
+        }
+#endif
+        if (detail::perm_geometry<R>(d_) && d_.geometry.input[R - 1] <= 16 * detail::perm_bmax_vecs) {
+            b.perm_bcols = detail::perm_backward_columns<R>(d_, b.perm_btaps);
+            b.perm_bbase = detail::perm_backward_bases<R>(d_, b.perm_bcols, b.perm_btaps);
+            if (!b.perm_bbase.empty()) {
+                b.perm_brows = detail::perm_backward_rows<R>(d_, detail::perm_backward_zero_gap(b.perm_bbase));
+                detail::perm_backward_lanes<R>(d_, b.perm_bidx, b.perm_bmask);
+                if (!b.perm_brows.empty() && detail::perm_bsep_geometry<R>(d_))
+                    detail::perm_backward_outer<R>(d_, b.perm_bouter, b.perm_bouter_at, b.perm_bouter_k);
+            }
+        }
+        if (detail::backward_rows_kept<R>(d_)) detail::build_backward_rows<R>(d_, b.bw_taps, b.bw_rows);
         // (AVX2 code, from the row tables; where backward_cf divides each output row first.)
         detail::s2_backward_table<R>(d_, detail::backward_cf_ring_fits<float, R>(d_));
         if (d_.memory_layout == layout::channels_last) {
-            detail::build_backward_cols<R>(d_, d_.bw_cols, d_.bw_col_at);
+            detail::build_backward_cols<R>(d_, b.bw_cols, b.bw_col_at);
             detail::build_backward_cl_facts<R>(d_);
         }
-        if (!d_.flipped_own && detail::flip_geometry<R>(d_)) build_flipped();
+        if (detail::flip_geometry<R>(d_)) build_flipped();
     }
 
     // The plan of the flipped windows over the output (plan_data::flipped): window x of the
     // flipped plan covers exactly the outputs whose windows tap input x. At stride 1 that is a
     // pooling window (pads kernel - 1 - pad), which keeps the kernel's fixed-window paths;
     // at larger strides the windows come from the cover tables (as adaptive windows do).
-    void build_flipped() {
+    void build_flipped() const {
         const pool_geometry<R>& g = d_.geometry;
         bool unit = true;
         for (std::size_t a = 0; a < R; ++a) {
@@ -730,7 +758,7 @@ private:
             }
             f.derive_tables();
         }
-        d_.flipped = std::make_shared<const detail::plan_data<R>>(std::move(t));
+        d_.bwd_mut().flipped = std::make_shared<const detail::plan_data<R>>(std::move(t));
     }
 
     // Calls fn(kernel) with the channels-first plane kernel for element type U that serves
@@ -798,8 +826,8 @@ private:
                 return true;
             }
             if constexpr (R == 2) {
-                if (d_.perm_plane_b != nullptr) {
-                    const detail::perm_plane_backward& k = *d_.perm_plane_b;
+                if (d_.bwd().perm_plane_b != nullptr) {
+                    const detail::perm_plane_backward& k = *d_.bwd().perm_plane_b;
                     fn([&k](const U* g, U* gi, index_t b, index_t e) { k.run(g, gi, b, e); });
                     return true;
                 }
@@ -911,13 +939,14 @@ status pooling<R>::run_backward(const T* grad_out, T* grad_in, const detail::exe
     if (grad_out == nullptr) return detail::null_pointer_error("grad_out");
     if (grad_in == nullptr) return detail::null_pointer_error("grad_in");
     if (flat_ != nullptr) return flat_->run_backward(grad_out, grad_in, exec);
+    build_backward();
     const index_t items = d_.input_shape[0] * d_.input_shape[1];
     if constexpr (std::is_floating_point<T>::value || detail::is_half<T>::value) {
         // Channels-last: items are input rows, so that N = 1 still splits across threads.
         using U = detail::compute_t<T>;
 #if AVGPOOL_PERM_KERNEL
         if constexpr (std::is_same<U, float>::value) {
-            if (d_.px_b != nullptr) {
+            if (d_.bwd().px_b != nullptr) {
                 const detail::px_backward<R, T> kernel(d_);
                 exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
                 return status{};

@@ -155,9 +155,10 @@ void build_backward_cols(const plan_data<R>& p, std::vector<index_t>& cols, std:
 /// The plan's facts for backward_cl from its column lists and row tables (plan_data's
 /// bw_col_*, bw_walk, bw_home): built after build_backward_cols and the row tables.
 template <std::size_t R>
-void build_backward_cl_facts(plan_data<R>& p) {
+void build_backward_cl_facts(const plan_data<R>& p) {
+    backward_tables<R>& b = p.bwd_mut();
     const index_t W = p.geometry.input[R - 1], Wo = p.geometry.output[R - 1];
-    const index_t *const col = p.bw_cols.data(), *const col_at = p.bw_col_at.data();
+    const index_t *const col = b.bw_cols.data(), *const col_at = b.bw_col_at.data();
     bool ranges = true, scatter = true, rising = true;
     index_t span = 0;
     for (index_t x = 0, top = -1; x < W; ++x) {
@@ -169,15 +170,15 @@ void build_backward_cl_facts(plan_data<R>& p) {
         rising = rising && col[first] + n - 1 >= top;
         top = col[first] + n - 1;
     }
-    p.bw_col_ranges = ranges;
-    p.bw_col_scatter = scatter;
-    p.bw_col_span = span;
-    p.bw_walk.clear();
+    b.bw_col_ranges = ranges;
+    b.bw_col_scatter = scatter;
+    b.bw_col_span = span;
+    b.bw_walk.clear();
     // (Only where backward_cl may slide: that also needs a vector of channels, and the
     // narrowest vector is double's.)
     if (ranges && span <= 3 && rising && p.input_shape[1] >= static_cast<index_t>(vec<double>::width)) {
-        p.bw_walk.assign(static_cast<std::size_t>(Wo + W), 0);
-        index_t *const emit = p.bw_walk.data(), *const taps = emit + Wo;
+        b.bw_walk.assign(static_cast<std::size_t>(Wo + W), 0);
+        index_t *const emit = b.bw_walk.data(), *const taps = emit + Wo;
         // Output column o completes the input columns whose last tapping column is o, and the
         // untapped ones before the next tapped column.
         for (index_t o = 0, x = 0; o < Wo; ++o) {
@@ -190,20 +191,20 @@ void build_backward_cl_facts(plan_data<R>& p) {
             emit[o] = x - from;
         }  // (x reaches W: rising, every tapped column ends by Wo - 1)
     }
-    p.bw_home.clear();
-    p.bw_homes = 0;
-    if (!p.bw_rows.empty()) {
+    b.bw_home.clear();
+    b.bw_homes = 0;
+    if (!b.bw_rows.empty()) {
         index_t in_rows = 1, out_rows = 1;  // outer rows of an image
         for (std::size_t a = 0; a + 1 < R; ++a) {
             in_rows *= p.geometry.input[a];
             out_rows *= p.geometry.output[a];
         }
-        p.bw_home.assign(static_cast<std::size_t>(out_rows), -1);
+        b.bw_home.assign(static_cast<std::size_t>(out_rows), -1);
         for (index_t r = in_rows; r-- > 0;) {
-            const bw_row& row = p.bw_rows[static_cast<std::size_t>(r)];
-            if (row.n == 1) p.bw_home[static_cast<std::size_t>(p.bw_taps[static_cast<std::size_t>(row.first)].q)] = r;
+            const bw_row& row = b.bw_rows[static_cast<std::size_t>(r)];
+            if (row.n == 1) b.bw_home[static_cast<std::size_t>(b.bw_taps[static_cast<std::size_t>(row.first)].q)] = r;
         }
-        for (const index_t h : p.bw_home) p.bw_homes += h >= 0 ? 1 : 0;
+        for (const index_t h : b.bw_home) b.bw_homes += h >= 0 ? 1 : 0;
     }
 }
 
@@ -486,13 +487,13 @@ public:
                 whole_at_.push_back(static_cast<index_t>(whole_taps_.size()));
             }
             if (!whole_ && !p.global) {
-                if (p.bw_rows.empty()) {
+                if (p.bwd().bw_rows.empty()) {
                     build_backward_rows<R>(p, own_taps_, own_rows_);
                     taps_ = own_taps_.data();
                     rows_ = own_rows_.data();
                 } else {
-                    taps_ = p.bw_taps.data();
-                    rows_ = p.bw_rows.data();
+                    taps_ = p.bwd().bw_taps.data();
+                    rows_ = p.bwd().bw_rows.data();
                 }
             }
         }
@@ -1068,7 +1069,7 @@ private:
 template <class T, std::size_t R>
 bool backward_cl_applicable(const plan_data<R>& p) noexcept {
     if (!std::is_floating_point<T>::value) return false;
-    if (R > 3 || p.memory_layout != layout::channels_last || p.bw_col_at.empty()) return false;
+    if (R > 3 || p.memory_layout != layout::channels_last || p.bwd().bw_col_at.empty()) return false;
     return p.max_divisor <= exact_integer_limit<T>() && backward_rows_fit<R>(p);
 }
 
@@ -1274,25 +1275,25 @@ constexpr index_t flip_ring_bytes = index_t(16) << 20;
 /// outputs tapping an input along the first axis, the flipped kernel's; one slab for R = 1.
 template <std::size_t R>
 index_t flip_ring_slots(const plan_data<R>& p) noexcept {
-    return R == 1 ? 1 : p.flipped->geometry.kernel[0];
+    return R == 1 ? 1 : p.bwd().flipped->geometry.kernel[0];
 }
 
 /// Whether backward_cl_flip serves this plan for elements computed in T: at least a vector of
 /// channels, divisors exact in T, and the forward kernel taking the flipped plan.
 template <class T, std::size_t R>
 bool backward_flip_applicable(const plan_data<R>& p) noexcept {
-    if (!std::is_floating_point<T>::value || p.flipped == nullptr) return false;
+    if (!std::is_floating_point<T>::value || p.bwd().flipped == nullptr) return false;
     const pool_geometry<R>& g = p.geometry;
     const index_t C = p.input_shape[1];
     if (C < static_cast<index_t>(vec<T>::width) || p.max_divisor > exact_integer_limit<T>()) return false;
     // Strided plans' flipped windows take the kernel's window-table path, which lost to the
     // gathering kernel with few channels (3x3 stride 2, AVX2: 24 channels of 56x56 20% more
     // cycles; 144 channels and more 30-45% fewer).
-    if (p.flipped->adaptive && C * static_cast<index_t>(sizeof(T)) < flip_strided_min_bytes) return false;
+    if (p.bwd().flipped->adaptive && C * static_cast<index_t>(sizeof(T)) < flip_strided_min_bytes) return false;
     const index_t slab = R == 1 ? g.output[0] : p.output_spatial_volume() / g.output[0];  // (times C)
     const index_t slots = flip_ring_slots(p);
     if (slots * slab > flip_ring_bytes / static_cast<index_t>(sizeof(T)) / C) return false;
-    return cl_applicable<T, R>(*p.flipped);
+    return cl_applicable<T, R>(*p.bwd().flipped);
 }
 
 /// Whether run_backward takes backward_cl_flip for this plan (it must be applicable): with
@@ -1332,7 +1333,7 @@ class backward_cl_flip {
 public:
     /// Requires backward_flip_applicable<T, R>(p); then usable() says whether to run it.
     explicit backward_cl_flip(const plan_data<R>& p)
-        : p_(p), one_(one_divisor(p)), sum_(*p.flipped, one_ > 0 ? pool_op::average : pool_op::sum, one_) {
+        : p_(p), one_(one_divisor(p)), sum_(*p.bwd().flipped, one_ > 0 ? pool_op::average : pool_op::sum, one_) {
         const pool_geometry<R>& g = p.geometry;
         C_ = p.input_shape[1];
         W_ = g.input[R - 1];
@@ -1494,10 +1495,10 @@ public:
         override_ = static_cast<T>(p.divisor_override);
         lanes_ = C_ < L && row_ >= L;
         table_ = lanes_ ? row_ : Wo_;
-        col_ = p.bw_cols.data();
-        col_at_ = p.bw_col_at.data();
-        ranges_ = p.bw_col_ranges;
-        direct_ = p.bw_col_scatter && C_ >= L;
+        col_ = p.bwd().bw_cols.data();
+        col_at_ = p.bwd().bw_col_at.data();
+        ranges_ = p.bwd().bw_col_ranges;
+        direct_ = p.bwd().bw_col_scatter && C_ >= L;
         const index_t row_bytes = pitch_ * static_cast<index_t>(sizeof(T));
         slots_ = std::max<index_t>(2, std::min({most_rows, max_slots, slot_bytes / std::max<index_t>(row_bytes, 1)}));
         // Shares are kept when other input rows gather them again and they stay in L1 (and
@@ -1512,7 +1513,7 @@ public:
         most_runs_ = most_rows > 3 ? 2 : factor_slots;
         if (C_ >= L && most_rows == 1) slots_ = 0;  // divide_blocks takes every row
         // Long ranges of tapping columns (stride 1, kernel past 5): block sums (gather).
-        span_ = p.bw_col_span;
+        span_ = p.bwd().bw_col_span;
         long_ = ranges_ && C_ >= L && span_ > 5 && Wo_ >= 3 * span_;
         if (C_ >= L) {  // equal blocks of whole vectors
             // Long windows: blocks twice as wide, whose sums (three arrays) leave L1 for L2;
@@ -1530,13 +1531,13 @@ public:
         // last few (slide), with no row of vertical sums stored and gathered again.
         // The plan has a walk exactly where the columns allow this (ranges, span <= 3, rising
         // ends: see bw_walk; span <= 3 also rules out long_).
-        slide_ = C_ >= L && !p.bw_walk.empty();
+        slide_ = C_ >= L && !p.bwd().bw_walk.empty();
         // There each input row divides its vertical sums once per output column: as many
         // divisions as making the shares, and no share rows stored and read back (3x3 stride
         // 2 on 768x14x14: 21.7 -> 18.0 us; stride 1 unchanged).
         if (slide_) {
             cached_ = false;
-            walk_ = p.bw_walk.data();
+            walk_ = p.bwd().bw_walk.data();
         }
         // Slid rows need no slots and no sums unless divide_blocks may decline (many runs).
         if (slide_ && most_rows <= most_runs_) slots_ = 0;
@@ -1551,17 +1552,17 @@ public:
         // The per-row path spent most of such rows in set-up (pool_ci_3d non_cubic, 16
         // channels of 32x16x8, 3x3x3 stride 2: 19.4 -> 7.6 us, forward 6.8; 16 channels of
         // 50x50 3x3 stride 2: 5.4 -> 4.0 us).
-        if (expand && !p.bw_rows.empty() && W_ * C_ >= L) {
+        if (expand && !p.bwd().bw_rows.empty() && W_ * C_ >= L) {
             expand_ = true;
-            taps_ = p.bw_taps.data();
-            rtab_ = p.bw_rows.data();
+            taps_ = p.bwd().bw_taps.data();
+            rtab_ = p.bwd().bw_rows.data();
             ering_ = backward_cl_ring_slots<R>(p);
             epitch_ = (W_ * C_ + L - 1) / L * L;
             out_rows_ = out_n_ / row_;
             // Each output row's home: the first input row that it alone taps (used with storage
             // T only, where the sums can read it back).
-            home_ = p.bw_home.data();
-            const index_t homes = p.bw_homes;
+            home_ = p.bwd().bw_home.data();
+            const index_t homes = p.bwd().bw_homes;
             // Longer rows: only with homes for most rows, where windows overlap (see
             // bw_cl_expand_bytes). Decided the same whatever the storage: 16-bit
             // results are float's rounded once, so they must sum in the same order.

@@ -437,15 +437,15 @@ std::vector<index_t> perm_backward_bases(const plan_data<R>& p, const std::vecto
 /// indices (output - the vector's base) and a lane mask.
 template <std::size_t R>
 void perm_backward_lanes(const plan_data<R>& p, std::vector<std::int32_t>& idx, std::vector<std::uint16_t>& mask) {
-    const index_t W = p.geometry.input[R - 1], nv = (W + 15) / 16, taps = p.perm_btaps;
+    const index_t W = p.geometry.input[R - 1], nv = (W + 15) / 16, taps = p.bwd().perm_btaps;
     idx.assign(static_cast<std::size_t>(nv * taps * 16), 0);
     mask.assign(static_cast<std::size_t>(nv * taps), 0);
     for (index_t c = 0; c < W; ++c) {
         const index_t h = c / 16, lane = c % 16;
         for (index_t j = 0; j < taps; ++j) {
-            const index_t o = p.perm_bcols[static_cast<std::size_t>(c * taps + j)];
+            const index_t o = p.bwd().perm_bcols[static_cast<std::size_t>(c * taps + j)];
             if (o < 0) continue;
-            idx[static_cast<std::size_t>((h * taps + j) * 16 + lane)] = static_cast<std::int32_t>(o - p.perm_bbase[static_cast<std::size_t>(h)]);
+            idx[static_cast<std::size_t>((h * taps + j) * 16 + lane)] = static_cast<std::int32_t>(o - p.bwd().perm_bbase[static_cast<std::size_t>(h)]);
             mask[static_cast<std::size_t>(h * taps + j)] |= static_cast<std::uint16_t>(1u << lane);
         }
     }
@@ -465,7 +465,7 @@ bool perm_bsep_geometry(const plan_data<R>& p) noexcept {
         const pool_geometry<R>& g = p.geometry;
         const index_t W = g.input[R - 1], Wo = g.output[R - 1], nv = (W + 15) / 16;
         if (nv > 2 || Wo > 16 || (W == 8 && Wo <= 8)) return false;
-        if (p.output_spatial_volume() + perm_backward_zero_gap(p.perm_bbase) + 16 > perm_bscale_max) return false;
+        if (p.output_spatial_volume() + perm_backward_zero_gap(p.bwd().perm_bbase) + 16 > perm_bscale_max) return false;
         const index_t H = g.input[R - 2], Ho = g.output[R - 2], Do = R == 3 ? g.output[0] : 0;
         const index_t rows = Ho + 1 + (R == 3 ? Do * H : 0);
         return rows <= perm_bsep_max / (16 * nv);
@@ -475,7 +475,7 @@ bool perm_bsep_geometry(const plan_data<R>& p) noexcept {
 /// Whether perm_backward, where it applies, runs in its separable form.
 template <std::size_t R>
 bool perm_bsep_fits(const plan_data<R>& p) noexcept {
-    return !p.perm_bouter.empty();
+    return !p.bwd().perm_bouter.empty();
 }
 
 /// Whether backward runs through the permute kernel (float; rows of 8 to 16 * perm_bmax_vecs
@@ -483,10 +483,10 @@ bool perm_bsep_fits(const plan_data<R>& p) noexcept {
 /// is staged through float planes.
 template <class T, std::size_t R>
 bool perm_backward_applicable(const plan_data<R>& p) noexcept {
-    if (!perm_applicable<T, R>(p) || p.perm_brows.empty() || p.perm_bbase.empty()) return false;
+    if (!perm_applicable<T, R>(p) || p.bwd().perm_brows.empty() || p.bwd().perm_bbase.empty()) return false;
     // Rows under 8 leave most lanes idle: I3D's 2x7x7 head on 8x7x7 planes took 161 us here
     // against 56 us through the row transpose (8-wide rows of pool_ci_3d: 36 against 66 us).
-    return p.geometry.input[R - 1] >= 8 && p.perm_btaps >= 1 && p.perm_btaps <= perm_max_taps;
+    return p.geometry.input[R - 1] >= 8 && p.bwd().perm_btaps >= 1 && p.bwd().perm_btaps <= perm_max_taps;
 }
 
 #if AVGPOOL_PERM_KERNEL
@@ -911,20 +911,20 @@ public:
         os_ = p.output_spatial_volume();
         ni_ = 1;
         for (std::size_t a = 0; a + 1 < R; ++a) ni_ *= g.input[a];
-        kc_ = static_cast<index_t>(p.perm_brows.size()) / ni_;
-        taps_ = p.perm_btaps;
+        kc_ = static_cast<index_t>(p.bwd().perm_brows.size()) / ni_;
+        taps_ = p.bwd().perm_btaps;
         nv_ = (W_ + 15) / 16;
-        zero_gap_ = perm_backward_zero_gap(p.perm_bbase);
+        zero_gap_ = perm_backward_zero_gap(p.bwd().perm_bbase);
         sep_ = perm_bsep_fits<R>(p);
         for (index_t h = 0; h < nv_; ++h) {
-            base_[h] = p.perm_bbase[static_cast<std::size_t>(h)];
+            base_[h] = p.bwd().perm_bbase[static_cast<std::size_t>(h)];
             const index_t n = std::min<index_t>(16, W_ - 16 * h);
             store_[h] = static_cast<__mmask16>(n >= 16 ? 0xffffu : (1u << n) - 1u);
         }
         // Copied from the plan's (perm_backward_lanes) to an aligned place: a table vector
         // split over two cache lines is a slower load.
-        std::memcpy(idx_, p.perm_bidx.data(), p.perm_bidx.size() * sizeof(std::int32_t));
-        std::memcpy(mask_, p.perm_bmask.data(), p.perm_bmask.size() * sizeof(std::uint16_t));
+        std::memcpy(idx_, p.bwd().perm_bidx.data(), p.bwd().perm_bidx.size() * sizeof(std::int32_t));
+        std::memcpy(mask_, p.bwd().perm_bmask.data(), p.bwd().perm_bmask.size() * sizeof(std::uint16_t));
     }
 
     /// grad_in planes item_begin .. item_end - 1 from grad_out.
@@ -960,7 +960,7 @@ private:
     template <int K, int V>
     void rows(const float* grad_out, float* grad_in, index_t c0, index_t c1, index_t y0, index_t y1) const {
         const float* const rdiv = p_.template plane_reciprocals<float>();
-        const index_t* const list = p_.perm_brows.data();
+        const index_t* const list = p_.bwd().perm_brows.data();
         const index_t W = W_, kc = V > 0 ? V : kc_, xs = xs_, os = os_, nv = nv_, gap = zero_gap_;
         // The sum of the scaled output rows input row y gathers, 16 lanes from `from`.
         auto gather = [&](const float* sc, index_t y, index_t from) {
@@ -1128,10 +1128,10 @@ private:
         const index_t W = W_, Wo = Wo_, xs = xs_, os = os_;
         const index_t H = g.input[R - 2], Ho = g.output[R - 2];
         const index_t Do = R == 3 ? g.output[0] : 1;
-        const index_t* const L1 = p_.perm_bouter.data() + p_.perm_bouter_at[R - 2];
-        const index_t k1 = p_.perm_bouter_k[R - 2];
-        const index_t* const L0 = p_.perm_bouter.data() + p_.perm_bouter_at[0];
-        const index_t k0 = R == 3 ? p_.perm_bouter_k[0] : 1;
+        const index_t* const L1 = p_.bwd().perm_bouter.data() + p_.bwd().perm_bouter_at[R - 2];
+        const index_t k1 = p_.bwd().perm_bouter_k[R - 2];
+        const index_t* const L0 = p_.bwd().perm_bouter.data() + p_.bwd().perm_bouter_at[0];
+        const index_t k0 = R == 3 ? p_.bwd().perm_bouter_k[0] : 1;
         __m512i idx[NV][K];
         __mmask16 m[NV][K];
         for (int h = 0; h < NV; ++h)
@@ -1227,7 +1227,7 @@ private:
     template <int K, int V, class Scale>
     AVGPOOL_NOINLINE void rows_of_eight(const float* grad_out, float* grad_in, index_t c0, index_t c1, index_t y0, index_t y1,
                                         float* sc, Scale&& scale) const {
-        const index_t* const list = p_.perm_brows.data();
+        const index_t* const list = p_.bwd().perm_brows.data();
         const index_t kc = V > 0 ? V : kc_;
         // Each table's 8 lanes twice, the second copy selecting from the upper half.
         __m512i idx[K], idx2[K];

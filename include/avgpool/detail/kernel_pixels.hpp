@@ -538,8 +538,8 @@ class px_backward {
     static_assert(std::is_same<compute_t<M>, float>::value, "px_backward: float or 16-bit storage");
 
 public:
-    /// Requires p.px_b. merge = false keeps expand()'s per-tap tables (tests compare the two).
-    explicit px_backward(const plan_data<R>& p, bool merge = true) : p_(p), sh_(*p.px_b) {
+    /// Requires p.bwd().px_b. merge = false keeps expand()'s per-tap tables (tests compare the two).
+    explicit px_backward(const plan_data<R>& p, bool merge = true) : p_(p), sh_(*p.bwd().px_b) {
         const pool_geometry<R>& g = p.geometry;
         C_ = p.input_shape[1];
         W_ = g.input[R - 1];

@@ -641,7 +641,7 @@ constexpr index_t s2_backward_rows = 256;
 /// whose expanded output rows fit the kernel's buffer, with the plan's backward row tables.
 template <std::size_t R>
 bool s2_backward_geometry(const plan_data<R>& p) noexcept {
-    if (!AVGPOOL_STRIDE2_KERNEL || R < 2 || p.bw_rows.empty() || p.geometry.input[R - 1] < s2_min_width ||
+    if (!AVGPOOL_STRIDE2_KERNEL || R < 2 || p.bwd().bw_rows.empty() || p.geometry.input[R - 1] < s2_min_width ||
         !s2_geometry<R>(p, true))
         return false;
     const index_t Wo = p.geometry.output[R - 1];
@@ -655,65 +655,66 @@ bool s2_backward_geometry(const plan_data<R>& p) noexcept {
 /// (`divides_first`: backward_cf runs the plan in an order that divides each output row
 /// before adding rows, whose bits the kernel gives; else the kernel is not used.)
 template <std::size_t R>
-void s2_backward_table(plan_data<R>& p, bool divides_first) {
-    p.s2_brows.clear();
-    p.s2_bstream.clear();
-    p.s2_bgroup.clear();
-    p.s2_bfast = 0;
-    p.s2_bcount = 0;
+void s2_backward_table(const plan_data<R>& p, bool divides_first) {
+    backward_tables<R>& bt = p.bwd_mut();
+    bt.s2_brows.clear();
+    bt.s2_bstream.clear();
+    bt.s2_bgroup.clear();
+    bt.s2_bfast = 0;
+    bt.s2_bcount = 0;
     if (!divides_first || !s2_backward_geometry<R>(p)) return;
     index_t most = 1;
-    for (const bw_row& r : p.bw_rows) most = std::max(most, r.n);
+    for (const bw_row& r : bt.bw_rows) most = std::max(most, r.n);
     const auto zero = static_cast<std::int32_t>(p.output_spatial_volume() / p.geometry.output[R - 1]);
-    p.s2_brows.reserve(p.bw_rows.size() * static_cast<std::size_t>(most));
-    for (const bw_row& r : p.bw_rows) {
+    bt.s2_brows.reserve(bt.bw_rows.size() * static_cast<std::size_t>(most));
+    for (const bw_row& r : bt.bw_rows) {
         for (index_t i = 0; i < most; ++i)
-            p.s2_brows.push_back(i < r.n ? static_cast<std::int32_t>(p.bw_taps[static_cast<std::size_t>(r.first + i)].q) : zero);
+            bt.s2_brows.push_back(i < r.n ? static_cast<std::int32_t>(bt.bw_taps[static_cast<std::size_t>(r.first + i)].q) : zero);
     }
-    p.s2_bcount = most;
+    bt.s2_bcount = most;
     if (most > 2) return;
     // Row r is written after output row last(r) is expanded (rows gathering none after the
     // row before them): group q holds rows s2_bgroup[q] .. s2_bgroup[q + 1] - 1.
     const index_t nr = zero;
     std::vector<index_t> group(static_cast<std::size_t>(nr + 1), 0);
     index_t top = 0;  // the group of the rows so far
-    for (const bw_row& r : p.bw_rows) {
+    for (const bw_row& r : bt.bw_rows) {
         if (r.n > 0) {
-            const index_t first = p.bw_taps[static_cast<std::size_t>(r.first)].q;
-            const index_t last = p.bw_taps[static_cast<std::size_t>(r.first + r.n - 1)].q;
+            const index_t first = bt.bw_taps[static_cast<std::size_t>(r.first)].q;
+            const index_t last = bt.bw_taps[static_cast<std::size_t>(r.first + r.n - 1)].q;
             if (last < top || (r.n == 2 && first != last - 1)) {
-                p.s2_bstream.clear();
+                bt.s2_bstream.clear();
                 return;
             }
             top = last;
         }
         ++group[static_cast<std::size_t>(top + 1)];
-        p.s2_bstream.push_back(static_cast<std::int32_t>(r.n));
+        bt.s2_bstream.push_back(static_cast<std::int32_t>(r.n));
     }
     for (std::size_t q = 1; q < group.size(); ++q) group[q] += group[q - 1];
-    p.s2_bgroup = std::move(group);
+    bt.s2_bgroup = std::move(group);
     // The groups of the 2x2 and 3x3 stride-2 windows down the outer axis, around the middle
     // output row (the edges differ).
-    auto kind = [&p](index_t q) {
-        const index_t a = p.s2_bgroup[static_cast<std::size_t>(q)], b = p.s2_bgroup[static_cast<std::size_t>(q + 1)];
+    auto kind = [&bt](index_t q) {
+        const index_t a = bt.s2_bgroup[static_cast<std::size_t>(q)], b = bt.s2_bgroup[static_cast<std::size_t>(q + 1)];
         if (b - a != 2) return 0;
-        const std::int32_t n0 = p.s2_bstream[static_cast<std::size_t>(a)], n1 = p.s2_bstream[static_cast<std::size_t>(a + 1)];
+        const std::int32_t n0 = bt.s2_bstream[static_cast<std::size_t>(a)], n1 = bt.s2_bstream[static_cast<std::size_t>(a + 1)];
         return n0 == 1 && n1 == 1 ? 1 : n0 == 2 && n1 == 1 ? 2 : 0;
     };
     const index_t mid = nr / 2;
-    p.s2_bfast = kind(mid);
-    p.s2_bfast_first = mid;
-    p.s2_bfast_end = mid + 1;
-    if (p.s2_bfast == 0) return;
-    while (p.s2_bfast_first > 0 && kind(p.s2_bfast_first - 1) == p.s2_bfast) --p.s2_bfast_first;
-    while (p.s2_bfast_end < nr && kind(p.s2_bfast_end) == p.s2_bfast) ++p.s2_bfast_end;
+    bt.s2_bfast = kind(mid);
+    bt.s2_bfast_first = mid;
+    bt.s2_bfast_end = mid + 1;
+    if (bt.s2_bfast == 0) return;
+    while (bt.s2_bfast_first > 0 && kind(bt.s2_bfast_first - 1) == bt.s2_bfast) --bt.s2_bfast_first;
+    while (bt.s2_bfast_end < nr && kind(bt.s2_bfast_end) == bt.s2_bfast) ++bt.s2_bfast_end;
 }
 
 /// Whether s2_backward runs the plan's backward (float).
 template <class T, std::size_t R>
 bool s2_backward_applicable(const plan_data<R>& p) noexcept {
     // (s2_backward_table() builds s2_brows only where s2_backward_geometry() holds.)
-    return AVGPOOL_STRIDE2_KERNEL && std::is_same<T, float>::value && !p.s2_brows.empty();
+    return AVGPOOL_STRIDE2_KERNEL && std::is_same<T, float>::value && !p.bwd().s2_brows.empty();
 }
 
 #if AVGPOOL_STRIDE2_KERNEL
@@ -742,7 +743,7 @@ public:
         nc_ = s2_chunks(W_, Wo_);
         pattern_ = s2_pattern(k, k, g.dilations[R - 1], pl);
         in_rows_ = xs_ / W_;
-        mc_ = p.s2_bcount;
+        mc_ = p.bwd().s2_bcount;
         // Each output row's outer divisor factor (the product over the outer axes); 1 for a row
         // whose window holds no input row (no input row gathers it: the value is unused).
         if (p.divisor_override > 0) {
@@ -787,7 +788,7 @@ public:
     void run_rows(const float* grad_out, float* grad_in, index_t item, index_t r0, index_t r1) const {
         if (r0 >= r1) return;
         // Only the output rows these input rows gather are expanded: [q0, q1).
-        const std::int32_t* const rows = p_.s2_brows.data();
+        const std::int32_t* const rows = p_.bwd().s2_brows.data();
         index_t q0 = nr_, q1 = 0;
         for (index_t r = r0; r < r1; ++r) {
             for (index_t i = 0; i < mc_; ++i) {
@@ -807,7 +808,7 @@ private:
     // planes, 5x5 at stride 2, and R = 3, whose rows gather again the outputs of the slice
     // before them).
     void dispatch(const float* go, float* gi, index_t i0, index_t i1, index_t r0, index_t r1, index_t q0, index_t q1) const {
-        const bool streams = !p_.s2_bstream.empty();
+        const bool streams = !p_.bwd().s2_bstream.empty();
         auto run = [&](auto k, auto pl, auto nc) {
             constexpr int K = decltype(k)::value, PL = decltype(pl)::value, NC = decltype(nc)::value;
             if (streams)
@@ -946,8 +947,8 @@ private:
     // (s2_bfast) run in a loop of their own.
     template <int K, int PL, int NC>
     void stream(const float* grad_out, float* grad_in, index_t i0, index_t i1, index_t r0, index_t r1) const {
-        const std::int32_t* const count = p_.s2_bstream.data();
-        const index_t* const group = p_.s2_bgroup.data();
+        const std::int32_t* const count = p_.bwd().s2_bstream.data();
+        const index_t* const group = p_.bwd().s2_bgroup.data();
         const regs k = load_regs(grad_out);
         const index_t W = k.W;
         // The groups of rows r0 .. r1 - 1.
@@ -956,8 +957,8 @@ private:
         while (qb > qa + 1 && group[qb - 1] >= r1) --qb;
         // The groups of two rows alike wholly inside [r0, r1 - 1) (the call's last row may be
         // masked): [fa, fb), or none.
-        const int fast = p_.s2_bfast;
-        index_t fa = std::max(qa, p_.s2_bfast_first), fb = std::min(qb, p_.s2_bfast_end);
+        const int fast = p_.bwd().s2_bfast;
+        index_t fa = std::max(qa, p_.bwd().s2_bfast_first), fb = std::min(qb, p_.bwd().s2_bfast_end);
         while (fa < fb && group[fa] < r0) ++fa;
         while (fb > fa && group[fb] > r1 - 1) --fb;
         if (fast == 0) fa = fb = qb;
@@ -1017,7 +1018,7 @@ private:
         // The plane's expanded output rows, then the row of zeros (index nr_).
         alignas(32) float ex[(s2_backward_rows + s2_backward_max_chunks) * 16];
         for (index_t l = 0; l < CW; l += 8) _mm256_store_ps(ex + nr_ * CW + l, _mm256_setzero_ps());
-        const std::int32_t* const table = p_.s2_brows.data();
+        const std::int32_t* const table = p_.bwd().s2_brows.data();
         const index_t mc = mc_;
         const regs k = load_regs(grad_out);
         for (index_t item = i0; item < i1; ++item) {

@@ -7,11 +7,13 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <mutex>
 #include <type_traits>
 #include <vector>
 
@@ -54,6 +56,11 @@ struct px_bshape;
 struct alignas(64) lane_table {
     std::int32_t lane[16];
 };
+
+template <std::size_t R>
+struct backward_cell;
+template <std::size_t R>
+struct backward_tables;
 
 template <std::size_t R>
 struct plan_data {
@@ -118,23 +125,9 @@ struct plan_data {
     // Whether s2_geometry() held when the plan was made: it walks every window, which on
     // calls of a few microseconds cost about 5% each time (17 planes of 30x30).
     bool s2_forward = false;
-    // The stride-2 backward's covering output rows per outer input row, s2_bcount of them each
-    // (s2_backward_table in kernel_stride2.hpp); empty when that kernel does not apply.
-    std::vector<std::int32_t> s2_brows;
-    index_t s2_bcount = 0;
-    // Where every row gathers its last output row and perhaps the one before, and the rows'
-    // last ones rise: per outer input row, how many it gathers, and per output row q the
-    // first input row written after it is expanded (s2_bgroup[q], nr + 1 of them); else empty.
-    std::vector<std::int32_t> s2_bstream;
-    std::vector<index_t> s2_bgroup;
-    // Output rows [s2_bfast_first, s2_bfast_end) whose groups are two rows gathering
-    // (s2_bfast 1) the output row alone, both, or (2) the one before and it, then it alone.
-    int s2_bfast = 0;
-    index_t s2_bfast_first = 0, s2_bfast_end = 0;
-    // R = 2, planes of at most 64 inputs (perm_plane_geometry): the whole-plane forward's and
-    // backward's tables; null where they do not apply.
+    // R = 2, planes of at most 64 inputs (perm_plane_geometry): the whole-plane forward's
+    // tables; null where they do not apply (its backward's: backward_tables::perm_plane_b).
     std::shared_ptr<const perm_plane_tables> perm_plane_f;
-    std::shared_ptr<const perm_plane_backward> perm_plane_b;
     // Its horizontal tables (perm_horizontal): chunk triples, lane indices and masks per chunk
     // and tap, and the tap count.
     std::vector<index_t> perm_hchunks;
@@ -148,54 +141,13 @@ struct plan_data {
     // offsets its window sums, per second-axis output the row offsets in a slice (-1: none),
     // each padded to the longest window; empty otherwise.
     std::vector<index_t> perm_slices, perm_hrows;
-    // Its backward tables: per outer input row, the outer output rows summing it; per input
-    // column, the outputs tapping it (perm_btaps per column).
-    std::vector<index_t> perm_brows, perm_bcols;
-    index_t perm_btaps = 0;
-    // Per 16-column vector of an input row, the first output it gathers (empty when the
-    // backward kernel does not apply).
-    std::vector<index_t> perm_bbase;
-    std::vector<std::int32_t> perm_bidx;  // and per vector and cover slot, lanes and masks
-    std::vector<std::uint16_t> perm_bmask;
-    // Its separable form's outer transposes (perm_backward_outer; empty when the form does not
-    // apply): per outer axis a, from perm_bouter_at[a], perm_bouter_k[a] outputs per input.
-    std::vector<index_t> perm_bouter;
-    std::array<index_t, R> perm_bouter_at{}, perm_bouter_k{};
-    // The backward row tables (backward.hpp: channels-first's walk, channels-last's expanded
-    // rows), built once here rather than per call (a 20x40x60 plane spent 14 us of each 32 us
-    // call building them); empty when no kernel reads them or the plane passes bw_table_rows /
-    // bw_table_taps.
-    std::vector<bw_tap> bw_taps;
-    std::vector<bw_row> bw_rows;
-    // The channels-last backward's per input column lists of the output columns tapping it:
-    // bw_cols[bw_col_at[x] .. bw_col_at[x + 1]) (built once; empty for channels-first).
-    std::vector<index_t> bw_cols, bw_col_at;
-    // What backward_cl reads of those lists (build_backward_cl_facts), once per plan rather
-    // than per call (a third of a 0.5 us 1-D call): every column's tapping columns consecutive
-    // (ranges), none tapped twice (scatter), the most tapping one column (span). With ranges,
-    // span <= 3, each tapped column's last tapping column at least the previous tapped
-    // column's, and a vector of channels: the walk of slide_block, Wo counts of the input
-    // columns each output column completes, then W tap counts; else empty.
-    bool bw_col_ranges = true, bw_col_scatter = true;
-    index_t bw_col_span = 0;
-    std::vector<index_t> bw_walk;
-    // With bw_rows, per output row of an image its home: the first input row that it alone
-    // taps, or -1; bw_homes of them are set.
-    std::vector<index_t> bw_home;
-    index_t bw_homes = 0;
-    // Channels-last plans at stride 1 (flip_geometry): the plan of the flipped windows (pads
-    // kernel - 1 - pad) over the output extents, whose sum of the divided gradients is the
-    // backward pass (backward_cl_flip); null otherwise, and in that plan itself (flipped_own).
-    // Shared, not owned: a copied plan keeps pointing at the same tables.
-    std::shared_ptr<const plan_data> flipped;
-    bool flipped_own = false;
     // The pixel kernel (kernel_pixels.hpp: channels-last, 2-8 channels, a plan the flattened
     // one does not take) runs this plan, with 1 / last_div_f per last-axis output (padded as
     // it is; an empty window's 0 gives inf).
     bool pixel_kernel = false;
     std::vector<float> px_rdiv;
-    // Its backward (px_backward) runs this plan's backward pass where its tables are set.
-    std::shared_ptr<const px_bshape> px_b;
+    // Whether this is a flipped plan (backward_tables::flipped): it needs forward tables only.
+    bool flipped_own = false;
     // The tile kernel's (kernel_tile.hpp) lists, per axis a, of the outputs with a tap at each
     // input x, ascending: tile_cover[tile_cover_at[tile_cover_axis[a] + x] ..
     // tile_cover_at[tile_cover_axis[a] + x + 1]); empty when that kernel does not apply.
@@ -246,6 +198,12 @@ struct plan_data {
             return last_div_d.data();
         }
     }
+
+    // The backward tables (backward_tables): readers call bwd() after the plan's
+    // build_backward, the builders write through bwd_mut() under the cell's once flag.
+    std::shared_ptr<backward_cell<R>> lazy = std::make_shared<backward_cell<R>>();
+    const backward_tables<R>& bwd() const noexcept { return lazy->tables; }
+    backward_tables<R>& bwd_mut() const noexcept { return lazy->tables; }
 
     const window* axis(std::size_t a) const noexcept { return windows.data() + offset[a]; }
 
@@ -309,6 +267,80 @@ struct plan_data {
         for (std::size_t a = 0; a < R; ++a) v *= output_shape[a + 2];
         return v;
     }
+};
+
+/// The tables only the backward pass reads, derived from a plan's windows on its first backward
+/// call (pooling::build_backward), not when it is made: they took 80% of making a 1x3x32x32
+/// 3x3 stride-2 plan (13.7 of 16 us) and 90% of a 64-channel 1-D channels-last one, whose
+/// forward-only users (inference) never read them.
+template <std::size_t R>
+struct backward_tables {
+    // The permute kernel's (kernel_perm.hpp): per outer input row, the outer output rows summing it; per input
+    // column, the outputs tapping it (perm_btaps per column).
+    std::vector<index_t> perm_brows, perm_bcols;
+    index_t perm_btaps = 0;
+    // Per 16-column vector of an input row, the first output it gathers (empty when the
+    // backward kernel does not apply).
+    std::vector<index_t> perm_bbase;
+    std::vector<std::int32_t> perm_bidx;  // and per vector and cover slot, lanes and masks
+    std::vector<std::uint16_t> perm_bmask;
+    // Its separable form's outer transposes (perm_backward_outer; empty when the form does not
+    // apply): per outer axis a, from perm_bouter_at[a], perm_bouter_k[a] outputs per input.
+    std::vector<index_t> perm_bouter;
+    std::array<index_t, R> perm_bouter_at{}, perm_bouter_k{};
+    // R = 2, planes of at most 64 inputs: the whole-plane permute backward; null where it
+    // does not apply.
+    std::shared_ptr<const perm_plane_backward> perm_plane_b;
+    // The stride-2 backward's covering output rows per outer input row, s2_bcount of them each
+    // (s2_backward_table in kernel_stride2.hpp); empty when that kernel does not apply.
+    std::vector<std::int32_t> s2_brows;
+    index_t s2_bcount = 0;
+    // Where every row gathers its last output row and perhaps the one before, and the rows'
+    // last ones rise: per outer input row, how many it gathers, and per output row q the
+    // first input row written after it is expanded (s2_bgroup[q], nr + 1 of them); else empty.
+    std::vector<std::int32_t> s2_bstream;
+    std::vector<index_t> s2_bgroup;
+    // Output rows [s2_bfast_first, s2_bfast_end) whose groups are two rows gathering
+    // (s2_bfast 1) the output row alone, both, or (2) the one before and it, then it alone.
+    int s2_bfast = 0;
+    index_t s2_bfast_first = 0, s2_bfast_end = 0;
+    // The backward row tables (backward.hpp: channels-first's walk, channels-last's expanded
+    // rows), built once here rather than per call (a 20x40x60 plane spent 14 us of each 32 us
+    // call building them); empty when no kernel reads them or the plane passes bw_table_rows /
+    // bw_table_taps.
+    std::vector<bw_tap> bw_taps;
+    std::vector<bw_row> bw_rows;
+    // The channels-last backward's per input column lists of the output columns tapping it:
+    // bw_cols[bw_col_at[x] .. bw_col_at[x + 1]) (built once; empty for channels-first).
+    std::vector<index_t> bw_cols, bw_col_at;
+    // What backward_cl reads of those lists (build_backward_cl_facts), once per plan rather
+    // than per call (a third of a 0.5 us 1-D call): every column's tapping columns consecutive
+    // (ranges), none tapped twice (scatter), the most tapping one column (span). With ranges,
+    // span <= 3, each tapped column's last tapping column at least the previous tapped
+    // column's, and a vector of channels: the walk of slide_block, Wo counts of the input
+    // columns each output column completes, then W tap counts; else empty.
+    bool bw_col_ranges = true, bw_col_scatter = true;
+    index_t bw_col_span = 0;
+    std::vector<index_t> bw_walk;
+    // With bw_rows, per output row of an image its home: the first input row that it alone
+    // taps, or -1; bw_homes of them are set.
+    std::vector<index_t> bw_home;
+    index_t bw_homes = 0;
+    // Channels-last plans at stride 1 (flip_geometry): the plan of the flipped windows (pads
+    // kernel - 1 - pad) over the output extents, whose sum of the divided gradients is the
+    // backward pass (backward_cl_flip); null otherwise, and in that plan itself (flipped_own).
+    std::shared_ptr<const plan_data<R>> flipped;
+    // The pixel kernel's backward (px_backward) runs the backward pass where this is set.
+    std::shared_ptr<const px_bshape> px_b;
+};
+
+/// A plan's backward tables and the flag that builds them once, whichever thread asks first.
+/// Shared by copies of the plan: the tables depend only on its windows, which never change.
+template <std::size_t R>
+struct backward_cell {
+    std::once_flag once;
+    std::atomic<bool> built{false};  // (set last: later calls skip call_once's own checks)
+    backward_tables<R> tables;
 };
 
 /// Element strides of a tensor with logical shape {N, C, spatial...} in a memory layout:
