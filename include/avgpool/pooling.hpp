@@ -670,14 +670,15 @@ private:
     }
 
     // The tables only backward reads (detail::backward_tables), on the first backward call:
-    // const, as they go to the shared cell, and run once whichever thread calls first.
+    // const, as they go to the shared cell, built once whichever thread calls first (the
+    // others wait for them).
     void build_backward() const {
         detail::backward_cell<R>& c = *d_.lazy;
         if (c.built.load(std::memory_order_acquire)) return;
-        std::call_once(c.once, [this, &c] {
-            derive_backward_tables();
-            c.built.store(true, std::memory_order_release);
-        });
+        const std::lock_guard<std::mutex> hold(c.lock);
+        if (c.built.load(std::memory_order_relaxed)) return;
+        derive_backward_tables();
+        c.built.store(true, std::memory_order_release);
     }
     void derive_backward_tables() const {
         if (d_.flipped_own) return;

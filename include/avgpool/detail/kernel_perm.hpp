@@ -452,8 +452,8 @@ void perm_backward_lanes(const plan_data<R>& p, std::vector<std::int32_t>& idx, 
 }
 
 
-/// Whether perm_backward suits its separable form (when the plan is made; then the plan keeps
-/// the outer lists, perm_backward_outer): 2-D and 3-D planes whose rows are one or two vectors
+/// Whether perm_backward suits its separable form (on the plan's first backward call; then the
+/// plan keeps the outer lists, perm_backward_outer): 2-D and 3-D planes whose rows are one or two vectors
 /// and their outputs one, not the rows of eight it pairs, nor planes whose scaled copy it skips
 /// (tall ones), with the scratch within perm_bsep_max.
 template <std::size_t R>
@@ -1585,7 +1585,7 @@ public:
             smask_[v] = static_cast<__mmask16>(n_ - 16 * v >= 16 ? 0xffffu : (1u << (n_ - 16 * v)) - 1u);
     }
 
-    /// Whether the plan suits it (when the plan is made: then perm_plane_b holds it): the
+    /// Whether the plan suits it (on the first backward call: then bwd().perm_plane_b holds it): the
     /// whole-plane form's geometry with at most 32 row sums.
     static bool applicable(const plan_data<2>& p) noexcept {
         return perm_types<float, float>() && !p.plane_rdiv_f.empty() && perm_plane_geometry<2>(p) &&
