@@ -689,15 +689,23 @@ private:
             }
             const index_t whole = unmasked_planes(cb, ce, both ? 32 : 16, from);
             if (both) {
-                for (; c < whole; ++c)
-                    masked_store(yp(c), k.keep,
-                                 _mm512_fmadd_ps(across(full_load(xp(c)), full_load(xp(c) + 16), ix, mk), scale, z));
+                for (; c < whole; ++c) {
+                    __m512 a = full_load(xp(c)), b = full_load(xp(c) + 16);
+                    hold_in_register(a);
+                    hold_in_register(b);
+                    masked_store(yp(c), k.keep, _mm512_fmadd_ps(across(a, b, ix, mk), scale, z));
+                }
             } else {
-                for (; c < whole; ++c)
-                    masked_store(yp(c), k.keep, _mm512_fmadd_ps(across(full_load(xp(c)), z, ix, mk), scale, z));
+                for (; c < whole; ++c) {
+                    __m512 a = full_load(xp(c));
+                    hold_in_register(a);
+                    masked_store(yp(c), k.keep, _mm512_fmadd_ps(across(a, z, ix, mk), scale, z));
+                }
             }
             for (; c < ce; ++c) {
-                const __m512 a = masked_load(k.lo, xp(c)), b = both ? masked_load(k.hi, xp(c) + 16) : z;
+                __m512 a = masked_load(k.lo, xp(c)), b = both ? masked_load(k.hi, xp(c) + 16) : z;
+                hold_in_register(a);
+                hold_in_register(b);
                 masked_store(yp(c), k.keep, _mm512_fmadd_ps(across(a, b, ix, mk), scale, z));
             }
         };

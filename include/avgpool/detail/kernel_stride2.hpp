@@ -389,6 +389,10 @@ private:
                         hi = i == 0 ? b : _mm256_add_ps(hi, b);
                     });
                     state s;
+                    if constexpr (KV == 1) {  // (1-D: the loads themselves, each shuffled twice)
+                        hold_in_register(lo);
+                        hold_in_register(hi);
+                    }
                     s.even = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0));
                     s.odd = _mm256_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1));
                     unrolled<K>([&](auto t) AVGPOOL_INLINE_LAMBDA {
