@@ -200,7 +200,7 @@ struct plan_data {
     }
 
     // The backward tables (backward_tables): readers call bwd() after the plan's
-    // build_backward, the builders write through bwd_mut() under the cell's once flag.
+    // build_backward, the builders write through bwd_mut() under the cell's lock.
     std::shared_ptr<backward_cell<R>> lazy = std::make_shared<backward_cell<R>>();
     const backward_tables<R>& bwd() const noexcept { return lazy->tables; }
     backward_tables<R>& bwd_mut() const noexcept { return lazy->tables; }
