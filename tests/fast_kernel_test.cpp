@@ -543,6 +543,50 @@ TEST(SameKernel, TallPlanesPairRows) {
     }
 }
 
+// Kernels with centred padding ((k - 1) / 2 or k / 2 before) other than 3x3 pad 1, which
+// AVX-512 float builds sum vertically first, two output rows at a time, the taps as lane
+// shifts: every kernel height and width 1-7 with either split, planes one row to tall (odd and
+// even heights: a last row alone) and one lane to several vectors wide (a row's last vector
+// partial or whole). compare() also checks that splits of the rows give run()'s bits and that
+// NaN, Inf and -0 stay in their windows.
+TEST(SameKernel, VerticalFirstKernels) {
+    std::mt19937_64 gen(5151);
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    int vertical_first = 0;
+    for (index_t kh = 1; kh <= 7; ++kh) {
+        for (index_t kw = 1; kw <= 7; ++kw) {
+            for (int lower = 0; lower < 2; ++lower) {
+                avgpool::pool_attrs<2> a;
+                a.kernel = {kh, kw};
+                a.pads_begin = {lower ? kh / 2 : (kh - 1) / 2, lower ? kw / 2 : (kw - 1) / 2};
+                a.pads_end = {kh - 1 - a.pads_begin[0], kw - 1 - a.pads_begin[1]};
+                a.divisor = static_cast<avgpool::divisor_type>(pick(0, 3));
+                const index_t widths[] = {pick(1, 15), 16, pick(17, 47), 48, pick(49, 100)};
+                for (index_t w : widths) {
+                    const avgpool::dims<4> shape{1, pick(1, 3), pick(1, 21), w};
+                    auto plan = avgpool::pooling<2>::create(shape, a);
+                    ASSERT_TRUE(plan);
+                    const auto& d = avgpool::detail::plan_access::data(*plan);
+                    if (d.global) continue;
+                    ASSERT_TRUE((avgpool::detail::same_applicable<float, 2>(d)));
+                    const bool vf = avgpool::detail::same_kernel<float, 2>(d, avgpool::detail::pool_op::average).vertical_first();
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+                    if (!(kh == 3 && kw == 3)) {
+                        EXPECT_TRUE(vf) << describe<2>(shape, a, "vertical first expected");
+                    }
+#endif
+                    vertical_first += vf ? 1 : 0;
+                    compare<float, 2>(shape, a, gen, describe<2>(shape, a, "vertical first"), kernel_kind::same);
+                    if (::testing::Test::HasFatalFailure()) return;
+                }
+            }
+        }
+    }
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+    EXPECT_GT(vertical_first, 400);
+#endif
+}
+
 // 3x3, pad 1 on both sides (the Inception branch pool).
 avgpool::pool_attrs<2> same3x3() {
     avgpool::pool_attrs<2> a;

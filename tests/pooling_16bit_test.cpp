@@ -316,9 +316,10 @@ void fused_suite() {
     pair.kernel = pair.strides = {2, 2};
     for (avgpool::index_t w : {5, 14, 17, 40}) fused_case<H, 2>({1, 33, 9, w}, pair, gen, cf);
     avgpool::pool_attrs<2> same;
-    for (int k : {3, 5}) {
+    for (int k : {3, 4, 5, 7}) {  // 4, 5, 7 with AVX-512: vertical first
         same.kernel = {k, k};
-        same.pads_begin = same.pads_end = {k / 2, k / 2};
+        same.pads_begin = {k / 2, k / 2};
+        same.pads_end = {k - 1 - k / 2, k - 1 - k / 2};
         for (avgpool::index_t w : {7, 8, 13, 19, 56}) fused_case<H, 2>({2, 20, 8, w}, same, gen, cf);  // 8 wide: narrow8
         fused_case<H, 2>({1, 32, 300, 250}, same, gen, cf);  // rows by segments
     }

@@ -118,6 +118,8 @@ public:
         narrow8_ = narrow8_supported() && W_ == 8 && H_ % 2 == 0 && kh_ == 3 && kw_ == 3 && pt_ == 1 && pl_ == 1;
         flat3_ = !narrow8_ && narrow8_supported() && flat3_storage() && !p.same_kmask.empty();
         strip3_ = !narrow8_ && !flat3_ && L >= 4 && W_ >= L && kh_ == 3 && kw_ == 3 && pt_ == 1 && pl_ == 1;
+        vfirst_ = !transpose && !narrow8_ && !flat3_ && !strip3_ && narrow8_supported() && flat3_storage() &&
+                  (pl_ == (kw_ - 1) / 2 || pl_ == kw_ / 2);
     }
 
     /// Planes item_begin .. item_end - 1 (item = n * C + c).
@@ -138,11 +140,18 @@ public:
             strip3(in, in_end, in + item_begin * n_, out + item_begin * n_, item_end - item_begin);
             return;
         }
+        if (vfirst_) {
+            for (index_t item = item_begin; item < item_end; ++item) vfirst(in + item * n_, out + item * n_, 0, H_);
+            return;
+        }
         const line_buffer<T> sums = sums_buffer();
         T* const buf = sums.get();
         for (index_t item = item_begin; item < item_end; ++item)
             plane(in, in_end, in + item * n_, out + item * n_, buf, 0, H_);
     }
+
+    /// Whether vfirst() runs the forward pass (for tests).
+    bool vertical_first() const noexcept { return vfirst_; }
 
     /// Whether run_rows() serves this kernel: not on the whole-plane paths (narrow8, flat3).
     bool splits_rows() const noexcept { return !narrow8_ && !flat3_; }
@@ -162,6 +171,10 @@ public:
         M* const dst = out + item * n_;
         if (strip3_) {
             strip3_rows(in, in_end, src, dst, row_begin, row_end);
+            return;
+        }
+        if (vfirst_) {
+            vfirst(src, dst, row_begin, row_end);
             return;
         }
         const line_buffer<T> sums = sums_buffer();
@@ -218,7 +231,7 @@ private:
     // fill), starting on a 64-byte line: rows whose width is a multiple of 16 floats then
     // load and store whole lines.
     line_buffer<T> sums_buffer() const {
-        return line_buffer<T>(strip3_ ? 0 : static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L));  // strip3(): none
+        return line_buffer<T>(strip3_ || vfirst_ ? 0 : static_cast<std::size_t>((H_ + kh_ - 1) * W_ + 2 * L));  // none there
     }
 
     // backward's plane of scaled gradients, between zeros: the horizontal pass's vector reads
@@ -448,6 +461,172 @@ private:
                 }
             }
         }
+    }
+#endif
+
+    // The other kernels (5x5, 7x7, 1x7, 3x3 pad 0, ...: pad_left (kw - 1) / 2 or kw / 2), float
+    // with AVX-512 (16-bit storage too): vertical first, then horizontal in registers. The
+    // general path's horizontal pass makes kw loads per vector, misaligned and so mostly split
+    // across two lines, and stores the sums for a second pass; a 7x7 pool on 112x112 planes ran
+    // at 3x its 3x3 (kernel-size independence). Here, per pair of output rows (2 i, 2 i + 1),
+    // vector by vector along the row:
+    //  - vertical: the aligned input rows 2 i + 1 - pt .. 2 i + kh - 1 - pt summed once for
+    //    both rows, plus row 2 i - pt for the first and row 2 i + kh - pt for the second (rows
+    //    outside the plane are zeros), so kh + 1 loads serve two outputs;
+    //  - horizontal: the kw taps are lane shifts (valignd) of the vertical sums of the vector
+    //    and its neighbours, zeros past either end of the row (the last vector's lanes past the
+    //    row are read masked, so they are zeros), summed as a tree.
+    // Pairs start at even rows whatever the rows asked for, so each output's sum takes the same
+    // operations in the same order in run() and in any split of run_rows(). Another order of
+    // summation than plane()'s, within the accuracy bound; NaN and Inf stay in their windows.
+    template <class E>
+    void vfirst(const E* src, E* dst, index_t r0, index_t r1) const {
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+        if constexpr (narrow8_supported() && flat3_storage<E>()) {
+            // (kw, pad_left): pad (kw - 1) / 2 (same_upper, odd kernels) or kw / 2 (same_lower).
+            switch (2 * kw_ + (pl_ == (kw_ - 1) / 2 ? 0 : 1)) {
+                case 2: return vf_rows<1, 0>(src, dst, r0, r1);
+                case 4: return vf_rows<2, 0>(src, dst, r0, r1);
+                case 5: return vf_rows<2, 1>(src, dst, r0, r1);
+                case 6: return vf_rows<3, 1>(src, dst, r0, r1);
+                case 8: return vf_rows<4, 1>(src, dst, r0, r1);
+                case 9: return vf_rows<4, 2>(src, dst, r0, r1);
+                case 10: return vf_rows<5, 2>(src, dst, r0, r1);
+                case 12: return vf_rows<6, 2>(src, dst, r0, r1);
+                case 13: return vf_rows<6, 3>(src, dst, r0, r1);
+                default: return vf_rows<7, 3>(src, dst, r0, r1);
+            }
+        }
+#endif
+        (void)src, (void)dst, (void)r0, (void)r1;
+    }
+
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+    // Lanes S .. 15 of lo, then lanes 0 .. S - 1 of hi. (maskz with every lane: see narrow8.)
+    template <int S>
+    static AVGPOOL_ALWAYS_INLINE __m512 vf_shift(__m512 lo, __m512 hi) noexcept {
+        return _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(0xffff, _mm512_castps_si512(hi), _mm512_castps_si512(lo), S));
+    }
+
+    // Taps A .. B - 1 of the vector c (p before it, n after it), as a tree.
+    template <int PL, int A, int B>
+    static AVGPOOL_ALWAYS_INLINE __m512 vf_htree(__m512 p, __m512 c, __m512 n) noexcept {
+        if constexpr (B - A == 1) {
+            constexpr int off = A - PL;
+            if constexpr (off < 0) {
+                return vf_shift<16 + off>(p, c);
+            } else if constexpr (off == 0) {
+                return c;
+            } else {
+                return vf_shift<off>(c, n);
+            }
+        } else {
+            constexpr int mid = A + (B - A) / 2;
+            return _mm512_add_ps(vf_htree<PL, A, mid>(p, c, n), vf_htree<PL, mid, B>(p, c, n));
+        }
+    }
+
+    template <int KW, int PL, class E>
+    AVGPOOL_NOINLINE void vf_rows(const E* src, E* dst, index_t r0, index_t r1) const {
+        const index_t H = H_, W = W_, kh = kh_, pt = pt_;
+        for (index_t r = r0 - r0 % 2; r < r1; r += 2) {
+            E* const y0 = r >= r0 ? dst + r * W : nullptr;
+            E* const y1 = r + 1 < r1 ? dst + (r + 1) * W : nullptr;
+            const index_t top = r - pt;  // the first input row of output row r's window
+            if (kh == KW && top >= 0 && top + kh < H && y0 != nullptr && y1 != nullptr) {
+                // Most pairs: square kernels' row count known, every row inside the plane.
+                const E* const base = src + top * W;
+                vf_pair<KW, PL, KW, false>([base, W](index_t t) AVGPOOL_INLINE_LAMBDA { return base + t * W; }, y0, y1, r);
+            } else {
+                vf_pair<KW, PL, 0, true>(
+                    [src, W, H, top](index_t t) AVGPOOL_INLINE_LAMBDA -> const E* {
+                        return top + t >= 0 && top + t < H ? src + (top + t) * W : nullptr;
+                    },
+                    y0, y1, r);
+            }
+        }
+    }
+
+    // Output rows r (into y0) and r + 1 (into y1). KH: kh when known (0: not). General: y0 or
+    // y1 null (not written) and row(t), input row top + t, null outside the plane. Both forms
+    // add the rows in the same order (row 1 .. kh - 1 in turn), so the same bits.
+    template <int KW, int PL, int KH, bool General, class Row, class E>
+    AVGPOOL_ALWAYS_INLINE void vf_pair(Row row, E* y0, E* y1, index_t r) const {
+        const index_t W = W_, kh = KH > 0 ? KH : kh_, nv = (W + 15) / 16;
+        const __mmask16 tail = static_cast<__mmask16>(W % 16 == 0 ? 0xffffu : (1u << (W % 16)) - 1u);
+        const bool average = op_ == pool_op::average;
+        const T* const g0 = rgrid_ + r * W;  // (g0 + W read only for y1, a row of the plane)
+        const __m512 zero = _mm512_setzero_ps();
+        // Input row t's vector at o: a whole one, or the row's last (Tail) read masked.
+        auto ld = [&](index_t t, index_t o, auto tail_v) AVGPOOL_INLINE_LAMBDA -> __m512 {
+            const E* const p = row(t);
+            if constexpr (General) {
+                if (p == nullptr) return zero;
+            }
+            if constexpr (decltype(tail_v)::value) {
+                return masked_load(tail, p + o);
+            } else {
+                return static_cast<__m512>(vload(p + o).v);
+            }
+        };
+        // The vertical sums of both rows at o (f: row r's, s: row r + 1's).
+        auto vert = [&](index_t o, auto tail_v, __m512& f, __m512& s) AVGPOOL_INLINE_LAMBDA {
+            if (kh == 1) {
+                f = ld(0, o, tail_v);
+                s = ld(1, o, tail_v);
+                return;
+            }
+            __m512 shared = ld(1, o, tail_v);
+            for (index_t t = 2; t < kh; ++t) shared = _mm512_add_ps(shared, ld(t, o, tail_v));
+            f = _mm512_add_ps(ld(0, o, tail_v), shared);
+            s = _mm512_add_ps(shared, ld(kh, o, tail_v));
+        };
+        // One output vector from the vertical sums around it, scaled (+ 0: see plus_zero).
+        auto put = [&](E* y, const T* g, index_t o, __m512 p, __m512 c, __m512 n, auto tail_v) AVGPOOL_INLINE_LAMBDA {
+            __m512 acc = vf_htree<PL, 0, KW>(p, c, n);
+            constexpr bool last = decltype(tail_v)::value;
+            if (average) {
+                acc = _mm512_fmadd_ps(acc, last ? _mm512_maskz_loadu_ps(tail, g + o) : _mm512_loadu_ps(g + o), zero);
+            } else {
+                acc = _mm512_add_ps(acc, zero);
+            }
+            if constexpr (last) {
+                masked_store(y + o, tail, acc);
+            } else {
+                vstore(V{acc}, y + o);
+            }
+        };
+        const std::true_type masked{};
+        const std::false_type whole{};
+        __m512 fp = zero, sp = zero, fc, sc;
+        if (nv > 1) {
+            vert(0, whole, fc, sc);
+        } else {
+            vert(0, masked, fc, sc);
+        }
+        index_t o = 0;
+        // Output vector o from (p, c, n) of both rows, then slide.
+        auto step = [&](__m512 fn, __m512 sn, auto tail_v) AVGPOOL_INLINE_LAMBDA {
+            if (!General || y0 != nullptr) put(y0, g0, o, fp, fc, fn, tail_v);
+            if (!General || y1 != nullptr) put(y1, g0 + W, o, sp, sc, sn, tail_v);
+            fp = fc;
+            fc = fn;
+            sp = sc;
+            sc = sn;
+            o += 16;
+        };
+        index_t v = 0;
+        for (; v + 2 < nv; ++v) {
+            __m512 fn, sn;
+            vert(o + 16, whole, fn, sn);
+            step(fn, sn, whole);
+        }
+        if (v + 1 < nv) {
+            __m512 fn, sn;
+            vert(o + 16, masked, fn, sn);
+            step(fn, sn, whole);
+        }
+        step(zero, zero, masked);
     }
 #endif
 
@@ -864,6 +1043,7 @@ private:
     bool narrow8_ = false;  // narrow8() runs the forward pass
     bool flat3_ = false;    // flat3() does (for float storage)
     bool strip3_ = false;   // strip3() does
+    bool vfirst_ = false;   // vfirst() does
 };
 
 }  // namespace detail
