@@ -545,10 +545,10 @@ TEST(SameKernel, TallPlanesPairRows) {
 
 // Kernels with centred padding ((k - 1) / 2 or k / 2 before) other than 3x3 pad 1, which
 // AVX-512 float builds sum vertically first, two output rows at a time, the taps as lane
-// shifts: every kernel height and width 1-7 with either split, planes one row to tall (odd and
-// even heights: a last row alone) and one lane to several vectors wide (a row's last vector
-// partial or whole). compare() also checks that splits of the rows give run()'s bits and that
-// NaN, Inf and -0 stay in their windows.
+// shifts (forward, and backward over the flipped windows): every kernel height and width 1-7
+// with either split, planes one row to tall (odd and even heights: a last row alone) and one
+// lane to several vectors wide (a row's last vector partial or whole). compare() also checks
+// that splits of the rows give run()'s bits and that NaN, Inf and -0 stay in their windows.
 TEST(SameKernel, VerticalFirstKernels) {
     std::mt19937_64 gen(5151);
     auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
@@ -578,6 +578,24 @@ TEST(SameKernel, VerticalFirstKernels) {
                     vertical_first += vf ? 1 : 0;
                     compare<float, 2>(shape, a, gen, describe<2>(shape, a, "vertical first"), kernel_kind::same);
                     if (::testing::Test::HasFatalFailure()) return;
+                    compare_backward<float>(shape, a, gen, describe<2>(shape, a, "vertical first, backward"));
+                    if (::testing::Test::HasFatalFailure()) return;
+                    // Backward split by input rows (each plane cut in two, the later rows first): run_backward()'s bits.
+                    const avgpool::detail::same_kernel<float, 2> kb(d, avgpool::detail::pool_op::sum, true);
+                    ASSERT_TRUE(kb.splits_backward_rows() || !vf);
+                    if (!kb.splits_backward_rows()) continue;
+                    const index_t items = shape[0] * shape[1], H = shape[2];
+                    const std::size_t n = static_cast<std::size_t>(plan->input_size());
+                    std::vector<float> g(static_cast<std::size_t>(plan->output_size()));
+                    for (float& x : g) x = std::uniform_real_distribution<float>(-2.0f, 2.0f)(gen);
+                    std::vector<float> whole(n, 1e30f), parts(n, 1e30f);
+                    kb.run_backward(g.data(), whole.data(), 0, items);
+                    for (index_t item = 0; item < items; ++item) {
+                        const index_t cut = pick(0, H);
+                        kb.run_backward_rows(g.data(), parts.data(), item, cut, H);
+                        kb.run_backward_rows(g.data(), parts.data(), item, 0, cut);
+                    }
+                    ASSERT_EQ(0, std::memcmp(whole.data(), parts.data(), n * sizeof(float))) << describe<2>(shape, a, "backward rows split");
                 }
             }
         }

@@ -118,7 +118,7 @@ public:
         narrow8_ = narrow8_supported() && W_ == 8 && H_ % 2 == 0 && kh_ == 3 && kw_ == 3 && pt_ == 1 && pl_ == 1;
         flat3_ = !narrow8_ && narrow8_supported() && flat3_storage() && !p.same_kmask.empty();
         strip3_ = !narrow8_ && !flat3_ && L >= 4 && W_ >= L && kh_ == 3 && kw_ == 3 && pt_ == 1 && pl_ == 1;
-        vfirst_ = !transpose && !narrow8_ && !flat3_ && !strip3_ && narrow8_supported() && flat3_storage() &&
+        vfirst_ = !narrow8_ && !flat3_ && !strip3_ && narrow8_supported() && flat3_storage() &&
                   (pl_ == (kw_ - 1) / 2 || pl_ == kw_ / 2);
     }
 
@@ -150,7 +150,7 @@ public:
             plane(in, in_end, in + item * n_, out + item * n_, buf, 0, H_);
     }
 
-    /// Whether vfirst() runs the forward pass (for tests).
+    /// Whether vfirst() runs the pass (forward, or backward on the scaled plane; for tests).
     bool vertical_first() const noexcept { return vfirst_; }
 
     /// Whether run_rows() serves this kernel: not on the whole-plane paths (narrow8, flat3).
@@ -159,7 +159,9 @@ public:
     /// Whether run_backward_rows() serves it and pays: its general path stages a scaled plane
     /// and a plane of sums per call, which past same_split_backward_max elements lost to the
     /// gathering backward (4 planes of 160x160, 5x5: 160 against 70 us).
-    bool splits_backward_rows() const noexcept { return splits_rows() && (strip3_ || n_ <= same_split_backward_max); }
+    bool splits_backward_rows() const noexcept {
+        return splits_rows() && (strip3_ || vfirst_ || n_ <= same_split_backward_max);  // (those two: no plane of sums)
+    }
 
     /// Output rows row_begin .. row_end - 1 of plane `item`, for splitting few planes across
     /// threads (where splits_rows()). Each output row takes the operations, in the order, that
@@ -269,6 +271,8 @@ private:
         for (; i < end; ++i) gs[i] = g[i] * rgrid_[i] + T(0);
         if (strip3_)
             strip3_rows(scaled.lo(), scaled.hi(), gs, gi, r0, r1);
+        else if (vfirst_)  // (its pairs start at an even row, one row before r0 at most: e >= 1)
+            vfirst(gs, gi, r0, r1);
         else
             plane(scaled.lo(), scaled.hi(), gs, gi, buf, r0, r1);
     }
