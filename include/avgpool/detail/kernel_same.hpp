@@ -481,9 +481,9 @@ private:
     //    and its neighbours, zeros past either end of the row (the last vector's lanes past the
     //    row are read masked, so they are zeros), summed as a tree; from kw = 4, the shifts of
     //    pair sums v[j] + v[j + 1] instead, computed once a vector.
-    // Per pair of 7x7 outputs: 8 loads, 7 + 2 x 8 additions, 2 x 5 shifts (the general path:
-    // 14 loads, most split across lines, and 2 x 13 additions, plus a store and 4 reloads of
-    // the horizontal sums): 112x112 planes 2.0 us against 4.8 (AMD Zen 5, hot in L2).
+    // Per pair of 7x7 output vectors: 8 loads, 7 + 2 x 4 additions and 2 x 4 shifts. The general
+    // path's: 14 loads of inputs, most split across two lines, 12 + 7 additions, 2 stores and 8
+    // reloads of the horizontal sums. A 112x112 plane hot in L2: 1.8-1.9 us against 5.1 (AMD Zen 5).
     // Pairs start at even rows whatever the rows asked for, so each output's sum takes the same
     // operations in the same order in run() and in any split of run_rows(). Another order of
     // summation than plane()'s, within the accuracy bound; NaN and Inf stay in their windows.
