@@ -547,8 +547,8 @@ TEST(SameKernel, TallPlanesPairRows) {
 // AVX-512 float builds sum vertically first, two output rows at a time, the taps as lane
 // shifts (forward, and backward over the flipped windows): every kernel height and width 1-7
 // with either split, planes one row to tall (odd and even heights: a last row alone) and one
-// lane to several vectors wide (a row's last vector partial or whole). compare() also checks
-// that splits of the rows give run()'s bits and that NaN, Inf and -0 stay in their windows.
+// lane to several vectors wide (a row's last vector partial or whole); splits of the rows
+// give the whole call's bits and write no other rows; NaN, Inf and -0 stay in their windows.
 TEST(SameKernel, VerticalFirstKernels) {
     std::mt19937_64 gen(5151);
     auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
@@ -580,22 +580,72 @@ TEST(SameKernel, VerticalFirstKernels) {
                     if (::testing::Test::HasFatalFailure()) return;
                     compare_backward<float>(shape, a, gen, describe<2>(shape, a, "vertical first, backward"));
                     if (::testing::Test::HasFatalFailure()) return;
-                    // Backward split by input rows (each plane cut in two, the later rows first): run_backward()'s bits.
-                    const avgpool::detail::same_kernel<float, 2> kb(d, avgpool::detail::pool_op::sum, true);
-                    ASSERT_TRUE(kb.splits_backward_rows() || !vf);
-                    if (!kb.splits_backward_rows()) continue;
-                    const index_t items = shape[0] * shape[1], H = shape[2];
+                    namespace dt = avgpool::detail;
+                    const index_t items = shape[0] * shape[1], H = shape[2], W = shape[3];
                     const std::size_t n = static_cast<std::size_t>(plan->input_size());
-                    std::vector<float> g(static_cast<std::size_t>(plan->output_size()));
-                    for (float& x : g) x = std::uniform_real_distribution<float>(-2.0f, 2.0f)(gen);
-                    std::vector<float> whole(n, 1e30f), parts(n, 1e30f);
-                    kb.run_backward(g.data(), whole.data(), 0, items);
-                    for (index_t item = 0; item < items; ++item) {
-                        const index_t cut = pick(0, H);
-                        kb.run_backward_rows(g.data(), parts.data(), item, cut, H);
-                        kb.run_backward_rows(g.data(), parts.data(), item, 0, cut);
+                    std::vector<float> x(n);
+                    for (float& v : x) v = std::uniform_real_distribution<float>(-2.0f, 2.0f)(gen);
+                    // Each plane cut in two, the later rows first, into outputs holding a marker:
+                    // the first call leaves every row outside its range alone (another thread's),
+                    // and the two give the whole call's bits.
+                    auto check_split = [&](const std::vector<float>& whole, auto rows, const char* what) {
+                        std::vector<float> parts(n, 1e30f);
+                        for (index_t item = 0; item < items; ++item) {
+                            const index_t cut = pick(0, H);
+                            rows(parts.data(), item, cut, H);
+                            for (index_t i = 0; i < H * W; ++i) {
+                                const std::size_t at = static_cast<std::size_t>(item * H * W + i);
+                                if (i < cut * W) {
+                                    ASSERT_EQ(parts[at], 1e30f) << what << ": row " << i / W << " written by rows " << cut << ".." << H;
+                                } else {
+                                    ASSERT_EQ(0, std::memcmp(&parts[at], &whole[at], sizeof(float))) << what << ": value " << at;
+                                }
+                            }
+                            rows(parts.data(), item, 0, cut);
+                        }
+                        ASSERT_EQ(0, std::memcmp(whole.data(), parts.data(), n * sizeof(float))) << what;
+                    };
+                    const dt::same_kernel<float, 2> kf(d, dt::pool_op::average);
+                    if (!kf.splits_rows()) {  // 3x3 pad 1 on the whole-plane paths (narrow8, flat3)
+                        ASSERT_FALSE(vf);
+                        continue;
                     }
-                    ASSERT_EQ(0, std::memcmp(whole.data(), parts.data(), n * sizeof(float))) << describe<2>(shape, a, "backward rows split");
+                    std::vector<float> whole(n, 1e30f);
+                    kf.run(x.data(), whole.data(), 0, items);
+                    check_split(whole, [&](float* out, index_t item, index_t r0, index_t r1) { kf.run_rows(x.data(), out, item, r0, r1); },
+                                "forward rows split");
+                    if (::testing::Test::HasFatalFailure()) return;
+                    const dt::same_kernel<float, 2> kb(d, dt::pool_op::sum, true);
+                    ASSERT_TRUE(kb.splits_backward_rows() || !vf);
+                    if (kb.splits_backward_rows()) {
+                        std::fill(whole.begin(), whole.end(), 1e30f);
+                        kb.run_backward(x.data(), whole.data(), 0, items);
+                        check_split(
+                            whole, [&](float* out, index_t item, index_t r0, index_t r1) { kb.run_backward_rows(x.data(), out, item, r0, r1); },
+                            "backward rows split");
+                        if (::testing::Test::HasFatalFailure()) return;
+                    }
+                    // NaN, Inf and -0 stay in their windows: where the reference gives NaN or an
+                    // infinity, so does the kernel, and a window of -0 gives +0.
+                    const float specials[] = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                                              -std::numeric_limits<float>::infinity(), -0.0f};
+                    for (std::size_t i = 0; i < n; ++i) {
+                        if (pick(0, 9) == 0) x[i] = specials[pick(0, 3)];
+                        if (pick(0, 3) == 0) x[i] = -0.0f;
+                    }
+                    std::vector<float> fast(n, 1e30f), ref(n);
+                    kf.run(x.data(), fast.data(), 0, items);
+                    dt::reference_pool<float, 2>(d, x.data(), ref.data(), dt::pool_op::average, 0, items);
+                    for (std::size_t i = 0; i < n; ++i) {
+                        if (std::isnan(ref[i]) || std::isinf(ref[i])) {
+                            ASSERT_EQ(std::isnan(ref[i]), std::isnan(fast[i])) << describe<2>(shape, a, "specials") << " output " << i;
+                            if (std::isinf(ref[i])) {
+                                ASSERT_EQ(ref[i], fast[i]) << "output " << i;
+                            }
+                        } else if (ref[i] == 0.0f) {
+                            ASSERT_FALSE(std::signbit(fast[i]) && fast[i] == 0.0f) << "-0 at output " << i;
+                        }
+                    }
                 }
             }
         }

@@ -320,8 +320,9 @@ void fused_suite() {
         same.kernel = {k, k};
         same.pads_begin = {k / 2, k / 2};
         same.pads_end = {k - 1 - k / 2, k - 1 - k / 2};
-        for (avgpool::index_t w : {7, 8, 13, 19, 56}) fused_case<H, 2>({2, 20, 8, w}, same, gen, cf);  // 8 wide: narrow8
-        fused_case<H, 2>({1, 32, 300, 250}, same, gen, cf);  // rows by segments
+        for (avgpool::index_t w : {7, 8, 13, 19, 56}) fused_case<H, 2>({2, 20, 8, w}, same, gen, cf);  // k = 3, 8 wide: narrow8
+        fused_case<H, 2>({1, 2, 200, 250}, same, gen, cf);  // long rows (k = 3 in row segments without AVX-512)
+        fused_case<H, 2>({1, 1, 37, 41}, same, gen, cf);    // one plane: the pool splits it by rows
     }
     avgpool::pool_attrs<2> narrow;  // stride 2 on small planes: the tile kernel
     narrow.kernel = {3, 3};
