@@ -586,7 +586,7 @@ private:
         const bool average = op_ == pool_op::average;
         const T* const g0 = rgrid_ + r * W;  // (g0 + W read only for y1, a row of the plane)
         const __m512 zero = _mm512_setzero_ps();
-        // Input row t's vector at o: a whole one, or the row's last (Tail) read masked.
+        // Input row t's vector at o: a whole one, or (tail_v) the row's last, read masked.
         auto ld = [&](index_t t, index_t o, auto tail_v) AVGPOOL_INLINE_LAMBDA -> __m512 {
             const E* const p = row(t);
             if constexpr (General) {
