@@ -45,6 +45,12 @@ void* counted_alloc(std::size_t n, std::size_t align) {
 }  // namespace
 
 #if AVGPOOL_TEST_COUNT_NEW
+// These operators are the allocator: every pointer operator delete frees came from
+// counted_alloc's malloc or aligned_alloc, which GCC's -Wmismatched-new-delete cannot see
+// when it inlines a delete expression into std::free.
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 11
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
 void* operator new(std::size_t n) { return counted_alloc(n, 0); }
 void* operator new[](std::size_t n) { return counted_alloc(n, 0); }
 void* operator new(std::size_t n, std::align_val_t a) { return counted_alloc(n, static_cast<std::size_t>(a)); }

@@ -1,5 +1,6 @@
 // The stride-2 row kernel (kernel_stride2.hpp; AVX2 builds): channels-first float planes of
-// R = 1 to 3 with rows of 9 to 128 inputs (rows of more than 32 streamed chunk by chunk; backward
+// R = 1 to 3 with rows of 9 to 128 inputs (rows of more than 32 streamed chunk by chunk, or in
+// AVX-512 builds in 16-lane vectors; backward
 // up to 64), stride 2 on the last axis, 2x2, 3x3 and 5x5 windows, and rows of 7 or 8 under
 // 3x3 windows padded by 1 (the narrow path, R >= 2).
 #include <gtest/gtest.h>
@@ -196,7 +197,11 @@ void s2_suite(int cases, int& ran, int& streamed) {
         const auto& d = dt::plan_access::data(*plan);
         if (!dt::s2_applicable<float, R>(d)) continue;
         ++ran;
+        // (AVX-512 builds take those rows in the 16-lane form, wide_rows.)
         if (dt::s2_chunks(d.geometry.input[R - 1], d.geometry.output[R - 1]) > dt::s2_unrolled_chunks) ++streamed;
+#if AVGPOOL_STRIDE2_WIDE
+        EXPECT_EQ(dt::s2_kernel<R>(d, dt::pool_op::average).wide(), d.geometry.input[R - 1] >= dt::s2_wide_min_width);
+#endif
         SCOPED_TRACE(avgpool_test::describe<R>(shape, a, "stride-2 kernel"));
         s2_check<R>(*plan, gen, c % 2 == 1);
         if (::testing::Test::HasFatalFailure()) return;

@@ -135,6 +135,36 @@ TEST(Validation, NullPointersAreErrorsNotCrashes) {
     for (float v : out) EXPECT_EQ(v, -7.0f);
 }
 
+// A moved-from plan has lost its tables: each call reports it and writes nothing, in both
+// layouts (channels-last plans of few channels hold a second plan) and for backward, whose
+// tables are built on first use.
+TEST(Validation, MovedFromPlanIsAnErrorNotACrash) {
+    for (avgpool::layout lay : {avgpool::layout::channels_first, avgpool::layout::channels_last}) {
+        SCOPED_TRACE(static_cast<int>(lay));
+        auto made = avgpool::pooling<2>::create({1, 2, 6, 6}, good(), lay);
+        ASSERT_TRUE(made.ok());
+        avgpool::pooling<2> plan = std::move(made.value());
+        avgpool::pooling<2> taken = std::move(plan);
+        std::vector<float> in(72, 1.0f), out(18, -7.0f), grad(72, -7.0f);
+        auto st = plan.forward(in.data(), out.data());
+        EXPECT_EQ(st.error_code(), errc::invalid_value);
+        EXPECT_EQ(st.error().message(), "plan: the plan was moved from");
+        EXPECT_EQ(plan.sum(in.data(), out.data()).error_code(), errc::invalid_value);
+        EXPECT_EQ(plan.divisor(out.data()).error_code(), errc::invalid_value);
+        EXPECT_EQ(plan.backward(out.data(), grad.data()).error_code(), errc::invalid_value);
+        for (float v : out) EXPECT_EQ(v, -7.0f);
+        for (float v : grad) EXPECT_EQ(v, -7.0f);
+        // The plan it moved to works, and a moved-from plan can be assigned to again.
+        ASSERT_TRUE(taken.forward(in.data(), out.data()).ok());
+        for (float v : out) EXPECT_EQ(v, 1.0f);
+        plan = std::move(taken);
+        std::fill(out.begin(), out.end(), -7.0f);
+        ASSERT_TRUE(plan.backward(in.data(), grad.data()).ok());
+        EXPECT_TRUE(plan.forward(in.data(), out.data()).ok());
+        for (float v : out) EXPECT_EQ(v, 1.0f);
+    }
+}
+
 TEST(Validation, ResultValueOfAnErrorThrows) {
     avgpool::pool_attrs<1> a;  // kernel left at 0
     auto g = avgpool::infer_geometry<1>({4}, a);

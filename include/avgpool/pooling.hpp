@@ -89,6 +89,12 @@ inline error_info null_pointer_error(const char* name) noexcept {
     return make_error_novalue(errc::null_pointer, name, -1, "null pointer");
 }
 
+// A moved-from plan keeps its shapes but not its tables: calls on it report this instead of
+// reading tables that are gone.
+inline error_info moved_from_error() noexcept {
+    return make_error_novalue(errc::invalid_value, "plan", -1, "the plan was moved from");
+}
+
 // Element count of {N, C, spatial...}, or false when it overflows int64.
 template <std::size_t N>
 constexpr bool checked_volume(const dims<N>& d, index_t& v) noexcept {
@@ -338,7 +344,7 @@ public:
     index_t divisor_size() const noexcept { return d_.output_spatial_volume(); }
 
     /// out = window sum / divisor, for every output. Returns an error (and writes nothing)
-    /// only for a null pointer. `exec` may run the work in parallel (see executor.hpp).
+    /// only for a null pointer or a moved-from plan. `exec` may run the work in parallel (see executor.hpp).
     template <class T, class Exec>
     status forward(const T* in, T* out, Exec&& exec) const {
         return run(in, out, detail::pool_op::average, detail::exec_ref(exec));
@@ -361,7 +367,7 @@ public:
     /// The gradient of forward(): grad_in (input shape, overwritten) gets, at every input tap of
     /// each window, that output's gradient divided by the divisor forward() used (PyTorch's
     /// semantics, divisor_override included); padding receives nothing, inputs no window
-    /// covers get 0. Returns an error (writing nothing) only for a null pointer.
+    /// covers get 0. Returns an error (writing nothing) only for a null pointer or a moved-from plan.
     ///
     ///     plan->backward(grad_out.data(), grad_in.data());
     template <class T, class Exec>
@@ -379,6 +385,7 @@ public:
     status divisor(T* out) const {
         static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
         if (out == nullptr) return detail::null_pointer_error("out");
+        if (d_.lazy == nullptr) return detail::moved_from_error();
         detail::reference_divisor<T, R>(d_, out);
         return status{};
     }
@@ -939,6 +946,7 @@ status pooling<R>::run_backward(const T* grad_out, T* grad_in, const detail::exe
     static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
     if (grad_out == nullptr) return detail::null_pointer_error("grad_out");
     if (grad_in == nullptr) return detail::null_pointer_error("grad_in");
+    if (d_.lazy == nullptr) return detail::moved_from_error();
     if (flat_ != nullptr) return flat_->run_backward(grad_out, grad_in, exec);
     build_backward();
     const index_t items = d_.input_shape[0] * d_.input_shape[1];
@@ -1028,6 +1036,7 @@ status pooling<R>::run(const T* in, T* out, detail::pool_op op, const detail::ex
     static_assert(detail::is_element<T>::value, "avgpool: unsupported element type");
     if (in == nullptr) return detail::null_pointer_error("in");
     if (out == nullptr) return detail::null_pointer_error("out");
+    if (d_.lazy == nullptr) return detail::moved_from_error();
     if (flat_ != nullptr) return flat_->run(in, out, op, exec);
     const index_t items = d_.input_shape[0] * d_.input_shape[1];
     // A plane kernel over the executor's chunks of planes.

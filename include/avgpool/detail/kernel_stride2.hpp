@@ -23,6 +23,10 @@
 // R = 3 a window's rows are one sum, where the tile kernel sums each axis in turn.)
 // Rows of 7 or 8 columns under a 3x3 window padded by 1 (ShuffleNet's 7x7 planes, 4 outputs a
 // row) take a path of their own (s2_kernel::narrow): two output rows share a vector.
+// In AVX-512 builds rows of 33 to 128 columns (ShuffleNet's 56x56, pool_ci_2d's 50x50) take a
+// 16-lane form instead of streaming (s2_kernel::wide_rows): chunks of 32 columns de-interleaved
+// in order by one two-source permute each, taps moved by a lane shift; the same sums in the
+// same order, so the same bits.
 // Backward (s2_backward, below) is the transpose on the same planes of 9 columns and more and
 // on rows of up to 64 (ShuffleNet's and DenseNet's 56x56): output rows divided and expanded
 // along the row with the same permutes, input rows summed from them.
@@ -49,6 +53,13 @@
 #else
 #define AVGPOOL_STRIDE2_KERNEL 0
 #endif
+// The kernel's 16-lane form (s2_kernel::wide_rows) for rows of 33 to 128 columns, in AVX-512
+// builds.
+#if AVGPOOL_STRIDE2_KERNEL && defined(__AVX512F__)
+#define AVGPOOL_STRIDE2_WIDE 1
+#else
+#define AVGPOOL_STRIDE2_WIDE 0
+#endif
 
 AVGPOOL_BEGIN_NAMESPACE
 namespace detail {
@@ -72,6 +83,12 @@ constexpr index_t s2_unrolled_chunks = 2;
 // Backward expands output rows chunk by chunk and keeps fewer of them live: rows of up to four
 // chunks (ShuffleNet's 56x56).
 constexpr index_t s2_backward_max_chunks = 4;
+// AVX-512 builds: rows of s2_wide_min_width columns up to s2_wide_vectors 16-lane vectors (all
+// rows the kernel would stream) take s2_kernel::wide_rows. On rows of one or two 16-column
+// chunks (ShuffleNet's 14x14 and 28x28, DenseNet's 2x2, pool_ci_2d's 30 and 32) it was slower
+// than rows() (1.1-1.5x the time, harness, Zen 5): those keep the 8-lane code.
+constexpr index_t s2_wide_min_width = 33;
+constexpr index_t s2_wide_vectors = 8;
 
 /// Chunks of 16 columns that cover a row of W inputs, or 0 if their 8 outputs each do not
 /// cover the Wo outputs (pads past the row: chunks of no input would read past it).
@@ -239,6 +256,12 @@ public:
         }
         // The last chunk's two vectors: the columns inside the row.
         for (index_t l = 0; l < 16; ++l) tail_[l] = 16 * (nc_ - 1) + l < W ? -1 : 0;
+#if AVGPOOL_STRIDE2_WIDE
+        if (!narrow_ && W >= s2_wide_min_width && W <= 16 * s2_wide_vectors) {
+            wide_nv_ = static_cast<int>((W + 15) / 16);
+            wide_tail_ = static_cast<std::uint16_t>((1u << (W - 16 * (wide_nv_ - 1))) - 1u);
+        }
+#endif
         for (index_t t = 0; t < k; ++t) {
             const index_t c0 = t - pl;                          // the column output 0 reads
             const index_t shift = (c0 - (c0 % 2 + 2) % 2) / 2;  // output o reads element o + shift
@@ -271,12 +294,46 @@ public:
     /// Whether run() takes narrow rows' whole-plane path (7x7 or 8x8 planes; for the tests).
     bool narrow_square() const noexcept { return square_; }
 
+    /// Whether rows take the 16-lane form (AVX-512 builds, rows of 33 to 128; for the tests).
+    bool wide() const noexcept { return wide_nv_ > 0; }
+
 private:
     // Input rows summed per output row for a window of k rows and columns (1-D: one).
     static constexpr int kv(int k) noexcept { return R == 1 ? 1 : k; }
 
     // Output rows r_begin .. r_end - 1 of planes item_begin .. item_end - 1.
     void dispatch(const float* in, float* out, index_t item_begin, index_t item_end, index_t r_begin, index_t r_end) const {
+#if AVGPOOL_STRIDE2_WIDE
+        if (wide_nv_ > 0) {
+            switch (pattern_ * 6 + wide_nv_ - 3) {  // (3 to 8 vectors a row)
+                case 0: return wide_rows<kv(2), 2, 0, 3>(in, out, item_begin, item_end, r_begin, r_end);
+                case 1: return wide_rows<kv(2), 2, 0, 4>(in, out, item_begin, item_end, r_begin, r_end);
+                case 2: return wide_rows<kv(2), 2, 0, 5>(in, out, item_begin, item_end, r_begin, r_end);
+                case 3: return wide_rows<kv(2), 2, 0, 6>(in, out, item_begin, item_end, r_begin, r_end);
+                case 4: return wide_rows<kv(2), 2, 0, 7>(in, out, item_begin, item_end, r_begin, r_end);
+                case 5: return wide_rows<kv(2), 2, 0, 8>(in, out, item_begin, item_end, r_begin, r_end);
+                case 6: return wide_rows<kv(3), 3, 1, 3>(in, out, item_begin, item_end, r_begin, r_end);
+                case 7: return wide_rows<kv(3), 3, 1, 4>(in, out, item_begin, item_end, r_begin, r_end);
+                case 8: return wide_rows<kv(3), 3, 1, 5>(in, out, item_begin, item_end, r_begin, r_end);
+                case 9: return wide_rows<kv(3), 3, 1, 6>(in, out, item_begin, item_end, r_begin, r_end);
+                case 10: return wide_rows<kv(3), 3, 1, 7>(in, out, item_begin, item_end, r_begin, r_end);
+                case 11: return wide_rows<kv(3), 3, 1, 8>(in, out, item_begin, item_end, r_begin, r_end);
+                case 12: return wide_rows<kv(3), 3, 0, 3>(in, out, item_begin, item_end, r_begin, r_end);
+                case 13: return wide_rows<kv(3), 3, 0, 4>(in, out, item_begin, item_end, r_begin, r_end);
+                case 14: return wide_rows<kv(3), 3, 0, 5>(in, out, item_begin, item_end, r_begin, r_end);
+                case 15: return wide_rows<kv(3), 3, 0, 6>(in, out, item_begin, item_end, r_begin, r_end);
+                case 16: return wide_rows<kv(3), 3, 0, 7>(in, out, item_begin, item_end, r_begin, r_end);
+                case 17: return wide_rows<kv(3), 3, 0, 8>(in, out, item_begin, item_end, r_begin, r_end);
+                case 18: return wide_rows<kv(5), 5, 2, 3>(in, out, item_begin, item_end, r_begin, r_end);
+                case 19: return wide_rows<kv(5), 5, 2, 4>(in, out, item_begin, item_end, r_begin, r_end);
+                case 20: return wide_rows<kv(5), 5, 2, 5>(in, out, item_begin, item_end, r_begin, r_end);
+                case 21: return wide_rows<kv(5), 5, 2, 6>(in, out, item_begin, item_end, r_begin, r_end);
+                case 22: return wide_rows<kv(5), 5, 2, 7>(in, out, item_begin, item_end, r_begin, r_end);
+                case 23: return wide_rows<kv(5), 5, 2, 8>(in, out, item_begin, item_end, r_begin, r_end);
+                default: return;  // (s2_geometry admits only the cases above)
+            }
+        }
+#endif
         if (nc_ > s2_unrolled_chunks) {
             switch (pattern_) {
                 case 0: return stream<kv(2), 2, 0>(in, out, item_begin, item_end, r_begin, r_end);
@@ -518,6 +575,85 @@ private:
         }
     }
 
+#if AVGPOOL_STRIDE2_WIDE
+    // rows() in 16-lane vectors, for rows of NV of them (3 to 8): a chunk is 32
+    // columns, whose even and odd columns one two-source permute each gathers in order (no
+    // lane-order fix-up before the store); a tap moved by a column is one lane shift (valignd)
+    // that brings in the neighbouring chunk's lane, or a zero past the row's ends. Vectors
+    // past the row's last one are zeros, the last is a masked load; a chunk's outputs are one
+    // masked store. The sums run in rows()'s order (rows, then taps), so the bits are its.
+    template <int KV, int K, int PL, int NV>
+    void wide_rows(const float* in, float* out, index_t item_begin, index_t item_end, index_t r_begin, index_t r_end) const {
+        constexpr int NC = (NV + 1) / 2;
+        const index_t* const table = p_.perm_rows.data();
+        const float* const rdiv = p_.template plane_reciprocals<float>();
+        const __mmask16 tail = wide_tail_;
+        const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        const __m512i io = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+        const __m512 zero = _mm512_setzero_ps();
+        // The members in locals: the stores may alias them.
+        const index_t xs = xs_, os = os_, Wo = Wo_;
+        const bool average = average_;
+        // Chunk c's lanes that are outputs.
+        __mmask16 omask[NC];
+        for (int c = 0; c < NC; ++c) {
+            const index_t n = std::min<index_t>(16, std::max<index_t>(0, Wo - 16 * c));
+            omask[c] = static_cast<__mmask16>((1u << n) - 1u);
+        }
+        for (index_t item = item_begin; item < item_end; ++item) {
+            const float* const plane = in + item * xs;
+            float* const dst = out + item * os;
+            auto row = [&](index_t r, auto full) AVGPOOL_INLINE_LAMBDA {
+                const index_t* const rr = table + r * KV;
+                __m512 sum[NV];
+                unrolled<KV>([&](auto i) AVGPOOL_INLINE_LAMBDA {
+                    const float* src = full || rr[i] >= 0 ? plane + rr[i] : s2_zeros;
+                    unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA {
+                        constexpr int n = static_cast<int>(v);
+                        const __m512 a = n + 1 < NV ? _mm512_loadu_ps(src + 16 * n) : _mm512_maskz_loadu_ps(tail, src + 16 * n);
+                        sum[v] = i == 0 ? a : _mm512_add_ps(sum[v], a);
+                    });
+                });
+                __m512 even[NC], odd[NC];
+                unrolled<NC>([&](auto c) AVGPOOL_INLINE_LAMBDA {
+                    constexpr int lo = 2 * static_cast<int>(c);
+                    const __m512 hi = lo + 1 < NV ? sum[lo + 1 < NV ? lo + 1 : lo] : zero;
+                    even[c] = _mm512_permutex2var_ps(sum[lo], ie, hi);
+                    odd[c] = _mm512_permutex2var_ps(sum[lo], io, hi);
+                });
+                unrolled<NC>([&](auto c) AVGPOOL_INLINE_LAMBDA {
+                    constexpr int ci = static_cast<int>(c);
+                    __m512 acc = zero;
+                    unrolled<K>([&](auto t) AVGPOOL_INLINE_LAMBDA {
+                        using tap = s2_tap_at<static_cast<int>(t), PL>;
+                        // (Constant indices, not a pointer to the arrays: see rows().)
+                        constexpr int pc = ci > 0 ? ci - 1 : 0, nc = ci + 1 < NC ? ci + 1 : ci;
+                        __m512 v = tap::odd ? odd[ci] : even[ci];
+                        if constexpr (tap::shift < 0) {
+                            const __m512 before = ci == 0 ? zero : tap::odd ? odd[pc] : even[pc];
+                            v = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(v), _mm512_castps_si512(before), 15));
+                        } else if constexpr (tap::shift > 0) {
+                            const __m512 after = ci + 1 == NC ? zero : tap::odd ? odd[nc] : even[nc];
+                            v = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(after), _mm512_castps_si512(v), 1));
+                        }
+                        acc = t == 0 ? v : _mm512_add_ps(acc, v);
+                    });
+                    const index_t at = r * Wo + 16 * ci;
+                    acc = average ? _mm512_fmadd_ps(acc, _mm512_maskz_loadu_ps(omask[ci], rdiv + at), zero) : _mm512_add_ps(acc, zero);
+                    _mm512_mask_storeu_ps(dst + at, omask[ci], acc);
+                });
+            };
+            for (index_t r = r_begin; r < r_end; ++r) {
+                if (table[r * KV + KV - 1] >= 0) {
+                    row(r, std::true_type{});
+                } else {
+                    row(r, std::false_type{});
+                }
+            }
+        }
+    }
+#endif
+
     // s2_narrow's rows (7 or 8 columns, 4 outputs): output rows a and b of a pair are summed
     // down their windows' rows into one vector each (a 7-wide row's 8th lane is the next
     // row's first column, zeroed below); shufps gathers their even columns into X and their odd
@@ -632,6 +768,8 @@ private:
     index_t Wo_ = 1, W_ = 1, xs_ = 0, os_ = 0, nr_ = 1, nc_ = 1;
     bool mask_lo_ = false, narrow_ = false, square_ = false;
     int pattern_ = -1;
+    int wide_nv_ = 0;              // wide(): the row's 16-lane vectors
+    std::uint16_t wide_tail_ = 0;  // wide(): the last vector's columns inside the row
     alignas(32) std::int32_t tail_[16] = {};
     s2_tap tap_[s2_max_taps] = {};  // per tap: its permute, lanes from the chunk before or after
 };
