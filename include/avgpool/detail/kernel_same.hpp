@@ -510,12 +510,6 @@ private:
     }
 
 #if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
-    // Lanes S .. 15 of lo, then lanes 0 .. S - 1 of hi. (maskz with every lane: see narrow8.)
-    template <int S>
-    static AVGPOOL_ALWAYS_INLINE __m512 vf_shift(__m512 lo, __m512 hi) noexcept {
-        return _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(0xffff, _mm512_castps_si512(hi), _mm512_castps_si512(lo), S));
-    }
-
     // Taps A .. B - 1 of the vector c (p before it, n after it), as a tree.
     template <int PL, int A, int B>
     static AVGPOOL_ALWAYS_INLINE __m512 vf_htree(__m512 p, __m512 c, __m512 n) noexcept {
@@ -531,11 +525,11 @@ private:
     template <int off>
     static AVGPOOL_ALWAYS_INLINE __m512 vf_at(__m512 p, __m512 c, __m512 n) noexcept {
         if constexpr (off < 0) {
-            return vf_shift<16 + off>(p, c);
+            return lane_shift<16 + off>(p, c);
         } else if constexpr (off == 0) {
             return c;
         } else {
-            return vf_shift<off>(c, n);
+            return lane_shift<off>(c, n);
         }
     }
 
@@ -645,16 +639,16 @@ private:
         }
         __m512 fap = zero, sap = zero, fac = zero, sac = zero;
         if constexpr (pairs) {
-            fap = _mm512_add_ps(zero, vf_shift<1>(zero, fc));
-            sap = _mm512_add_ps(zero, vf_shift<1>(zero, sc));
-            fac = _mm512_add_ps(fc, vf_shift<1>(fc, fn));
-            sac = _mm512_add_ps(sc, vf_shift<1>(sc, sn));
+            fap = _mm512_add_ps(zero, lane_shift<1>(zero, fc));
+            sap = _mm512_add_ps(zero, lane_shift<1>(zero, sc));
+            fac = _mm512_add_ps(fc, lane_shift<1>(fc, fn));
+            sac = _mm512_add_ps(sc, lane_shift<1>(sc, sn));
         }
         index_t o = 0;
         // Output vector v (at o) given vector v + 2's vertical sums, then slide.
         auto step = [&](__m512 fnn, __m512 snn, auto tail_v) AVGPOOL_INLINE_LAMBDA {
             if constexpr (pairs) {
-                const __m512 fan = _mm512_add_ps(fn, vf_shift<1>(fn, fnn)), san = _mm512_add_ps(sn, vf_shift<1>(sn, snn));
+                const __m512 fan = _mm512_add_ps(fn, lane_shift<1>(fn, fnn)), san = _mm512_add_ps(sn, lane_shift<1>(sn, snn));
                 constexpr int terms = KW % 2 + KW / 2;
                 if (!General || y0 != nullptr) put(y0, g0, o, vf_hpairs<KW, PL, 0, terms>(fp, fc, fn, fap, fac, fan), tail_v);
                 if (!General || y1 != nullptr) put(y1, g0 + W, o, vf_hpairs<KW, PL, 0, terms>(sp, sc, sn, sap, sac, san), tail_v);

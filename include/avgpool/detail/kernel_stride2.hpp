@@ -510,30 +510,45 @@ private:
             const float* const plane = in + item * xs;
             float* const dst = out + item * os;
             // Output row r. Full: its window has KV rows (the table has no -1), as most rows.
+            index_t carried = -2;  // the input row whose vectors `keep` holds
+            __m256 keep[NV];
+            for (int v = 0; v < NV; ++v) keep[v] = _mm256_setzero_ps();
             auto row = [&](index_t r, auto full) AVGPOOL_INLINE_LAMBDA {
                 // The window's rows (-1: a shorter window's padding, read as zeros), summed per
                 // vector; the last chunk's vectors are masked loads (nothing past the row).
                 const index_t* const rr = table + r * KV;
                 __m256 sum[NV];
-                unrolled<KV>([&](auto i) AVGPOOL_INLINE_LAMBDA {
-                    const float* src = full || rr[i] >= 0 ? plane + rr[i] : s2_zeros;
+                auto load = [&](index_t at, auto v) AVGPOOL_INLINE_LAMBDA {
+                    const float* src = full || at >= 0 ? plane + at : s2_zeros;
+                    constexpr int n = static_cast<int>(v);
+                    __m256 a;
+                    if constexpr (n + 2 < NV || (n + 2 == NV && !MASK_LO)) {
+                        a = _mm256_loadu_ps(src + 8 * n);
+                    } else if constexpr (n + 2 == NV) {
+                        a = _mm256_maskload_ps(src + 8 * n, tail_lo);
+                    } else if constexpr (MASK_LO) {
+                        // A last vector wholly past the row: no load (nor an address
+                        // past the tensor's end, in its last row).
+                        a = _mm256_setzero_ps();
+                    } else {
+                        a = _mm256_maskload_ps(src + 8 * n, tail_hi);
+                    }
+                    return a;
+                };
+                if (KV > 1 && rr[0] == carried) {
+                    unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA { sum[v] = keep[v]; });
+                } else {
+                    unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA { sum[v] = load(rr[0], v); });
+                }
+                unrolled<KV - 1>([&](auto i1) AVGPOOL_INLINE_LAMBDA {
+                    constexpr int i = static_cast<int>(i1) + 1;
                     unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA {
-                        constexpr int n = static_cast<int>(v);
-                        __m256 a;
-                        if constexpr (n + 2 < NV || (n + 2 == NV && !MASK_LO)) {
-                            a = _mm256_loadu_ps(src + 8 * n);
-                        } else if constexpr (n + 2 == NV) {
-                            a = _mm256_maskload_ps(src + 8 * n, tail_lo);
-                        } else if constexpr (MASK_LO) {
-                            // A last vector wholly past the row: no load (nor an address
-                            // past the tensor's end, in its last row).
-                            a = _mm256_setzero_ps();
-                        } else {
-                            a = _mm256_maskload_ps(src + 8 * n, tail_hi);
-                        }
-                        sum[v] = i == 0 ? a : _mm256_add_ps(sum[v], a);
+                        const __m256 a = load(rr[i], v);
+                        if (i == KV - 1) keep[v] = a;
+                        sum[v] = _mm256_add_ps(sum[v], a);
                     });
                 });
+                carried = rr[KV - 1];
                 // Per chunk, its even and odd columns (element j at lane s2_pos(j)).
                 __m256 even[NC], odd[NC];
                 unrolled<NC>([&](auto c) AVGPOOL_INLINE_LAMBDA {
@@ -603,17 +618,31 @@ private:
         for (index_t item = item_begin; item < item_end; ++item) {
             const float* const plane = in + item * xs;
             float* const dst = out + item * os;
+            index_t carried = -2;  // the input row whose vectors `keep` holds (-1: zeros)
+            __m512 keep[NV];
+            for (int v = 0; v < NV; ++v) keep[v] = zero;
             auto row = [&](index_t r, auto full) AVGPOOL_INLINE_LAMBDA {
                 const index_t* const rr = table + r * KV;
                 __m512 sum[NV];
-                unrolled<KV>([&](auto i) AVGPOOL_INLINE_LAMBDA {
-                    const float* src = full || rr[i] >= 0 ? plane + rr[i] : s2_zeros;
+                auto load = [&](index_t at, auto v) AVGPOOL_INLINE_LAMBDA {
+                    const float* src = full || at >= 0 ? plane + at : s2_zeros;
+                    constexpr int n = static_cast<int>(v);
+                    return n + 1 < NV ? _mm512_loadu_ps(src + 16 * n) : _mm512_maskz_loadu_ps(tail, src + 16 * n);
+                };
+                if (KV > 1 && rr[0] == carried) {
+                    unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA { sum[v] = keep[v]; });
+                } else {
+                    unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA { sum[v] = load(rr[0], v); });
+                }
+                unrolled<KV - 1>([&](auto i1) AVGPOOL_INLINE_LAMBDA {
+                    constexpr int i = static_cast<int>(i1) + 1;
                     unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA {
-                        constexpr int n = static_cast<int>(v);
-                        const __m512 a = n + 1 < NV ? _mm512_loadu_ps(src + 16 * n) : _mm512_maskz_loadu_ps(tail, src + 16 * n);
-                        sum[v] = i == 0 ? a : _mm512_add_ps(sum[v], a);
+                        const __m512 a = load(rr[i], v);
+                        if (i == KV - 1) keep[v] = a;
+                        sum[v] = _mm512_add_ps(sum[v], a);
                     });
                 });
+                carried = rr[KV - 1];
                 __m512 even[NC], odd[NC];
                 unrolled<NC>([&](auto c) AVGPOOL_INLINE_LAMBDA {
                     constexpr int lo = 2 * static_cast<int>(c);
@@ -631,10 +660,10 @@ private:
                         __m512 v = tap::odd ? odd[ci] : even[ci];
                         if constexpr (tap::shift < 0) {
                             const __m512 before = ci == 0 ? zero : tap::odd ? odd[pc] : even[pc];
-                            v = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(v), _mm512_castps_si512(before), 15));
+                            v = lane_shift<15>(before, v);
                         } else if constexpr (tap::shift > 0) {
                             const __m512 after = ci + 1 == NC ? zero : tap::odd ? odd[nc] : even[nc];
-                            v = _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(after), _mm512_castps_si512(v), 1));
+                            v = lane_shift<1>(v, after);
                         }
                         acc = t == 0 ? v : _mm512_add_ps(acc, v);
                     });

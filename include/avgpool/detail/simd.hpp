@@ -182,6 +182,15 @@ constexpr bool has_fused_mul_add() noexcept {
     return false;
 }
 
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+/// Lanes S .. 15 of lo, then lanes 0 .. S - 1 of hi (valignd). maskz with every lane: the plain
+/// _mm512_alignr_epi32 passes an undefined vector that GCC 12 reports as maybe-uninitialized.
+template <int S>
+AVGPOOL_ALWAYS_INLINE __m512 lane_shift(__m512 lo, __m512 hi) noexcept {
+    return _mm512_castsi512_ps(_mm512_maskz_alignr_epi32(0xffff, _mm512_castps_si512(hi), _mm512_castps_si512(lo), S));
+}
+#endif
+
 /// a * b + c rounded once; requires has_fused_mul_add<T>().
 template <class T>
 inline vec<T> fused_mul_add(const vec<T>& a, const vec<T>& b, const vec<T>& c) noexcept {
