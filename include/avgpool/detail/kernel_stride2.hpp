@@ -29,7 +29,8 @@
 // same order, so the same bits.
 // Backward (s2_backward, below) is the transpose on the same planes of 9 columns and more and
 // on rows of up to 64 (ShuffleNet's and DenseNet's 56x56): output rows divided and expanded
-// along the row with the same permutes, input rows summed from them.
+// along the row with the same permutes, input rows summed from them; with AVX-512, rows of 33
+// to 64 in 16-lane vectors (expand_zmm, stream_as).
 #ifndef AVGPOOL_DETAIL_KERNEL_STRIDE2_HPP
 #define AVGPOOL_DETAIL_KERNEL_STRIDE2_HPP
 
@@ -197,6 +198,19 @@ struct s2_tap {
     alignas(32) std::int32_t idx[8];
     alignas(32) std::int32_t other[8];
 };
+
+// s2_backward::stream_as's vectors: 8 lanes, or 16 (Wide). (A trait, not std::conditional
+// of the two, whose attributes GCC warns it drops in a template argument.)
+template <bool Wide>
+struct s2_vector {
+    using type = __m256;
+};
+#if AVGPOOL_STRIDE2_WIDE
+template <>
+struct s2_vector<true> {
+    using type = __m512;
+};
+#endif
 
 // A compile-time count (s2_backward's dispatch).
 template <int N>
@@ -908,7 +922,10 @@ bool s2_backward_applicable(const plan_data<R>& p) noexcept {
 /// last output row and perhaps the one before (stream()), else from a buffer of the plane's
 /// expanded rows (buffered()). Divisions, additions and their order are backward_cf's (shares
 /// g / (outer factor x last-axis divisor), the taps of an input column from the farthest output
-/// back, the covering rows in the tables' order), so the results are its bits.
+/// back, the covering rows in the tables' order), so the results are its bits. In AVX-512
+/// builds rows of 3 or 4 chunks are expanded in 16-lane vectors (lane shifts, two permutes to
+/// interleave), and streamed rows are summed and stored in them too (ShuffleNet's 56x56 and
+/// pool_ci_2d's 50x50: 0.80-0.88x the time, harness, Zen 5); the same operations lane by lane.
 template <std::size_t R>
 class s2_backward {
 public:
@@ -1052,6 +1069,7 @@ private:
         const float* go_end;  // the end of the output gradients
         index_t W, Wo;
         const std::int32_t* smask;
+        std::uint16_t wmask[2];  // expand_wide: the lanes of its two vectors that are outputs
     };
     regs load_regs(const float* grad_out) const noexcept {
         regs k;
@@ -1067,6 +1085,10 @@ private:
         k.W = W_;
         k.Wo = Wo_;
         k.smask = smask_;
+        for (int c = 0; c < 2; ++c) {
+            const index_t n = std::min<index_t>(16, std::max<index_t>(0, Wo_ - 16 * c));
+            k.wmask[c] = static_cast<std::uint16_t>((1u << n) - 1u);
+        }
         return k;
     }
 
@@ -1074,6 +1096,9 @@ private:
     // columns (those past the row hold values no store keeps).
     template <int K, int PL, int NC>
     static AVGPOOL_ALWAYS_INLINE void expand(const regs& k, const float* go, index_t q, __m256* x) noexcept {
+#if AVGPOOL_STRIDE2_WIDE
+        if constexpr (NC > s2_unrolled_chunks) return expand_wide<K, PL, NC>(k, go, q, x);
+#endif
         const float* const g = go + q * k.Wo;
         const __m256 f = _mm256_broadcast_ss(k.factor + q);
         __m256 sh[NC];  // the shares, lanes in pos order
@@ -1101,6 +1126,96 @@ private:
         });
     }
 
+#if AVGPOOL_STRIDE2_WIDE
+    // expand() in 16-lane vectors, for rows of 3 or 4 chunks (33 to 64 columns, up to 32
+    // outputs): the shares in two vectors, in order; a tap moved by whole outputs is a lane
+    // shift bringing in the other vector's lanes (zeros past the row); the two parities'
+    // sums interleaved back into columns by two two-source permutes. The same quotients and
+    // sums in the same order as expand(), so its bits (ShuffleNet's 56x56: see s2_backward).
+    template <int K, int PL, int NC>
+    static AVGPOOL_ALWAYS_INLINE void expand_zmm(const regs& k, const float* go, index_t q, __m512* z) noexcept {
+        static_assert(NC == 3 || NC == 4, "expand_zmm: rows of 3 or 4 chunks");
+        const float* const g = go + q * k.Wo;
+        const __m512 f = _mm512_set1_ps(k.factor[q]), zero = _mm512_setzero_ps();
+        __m512 sh[2];
+        unrolled<2>([&](auto c) AVGPOOL_INLINE_LAMBDA {
+            // Lanes past the row zeroed; a whole load where it stays inside the tensor (as
+            // expand()), else masked. (The divisors past the row are the table's padding, 1.)
+            const float* const at = g + 16 * c;
+            const __mmask16 m = k.wmask[c];
+            __m512 v;
+            if (m == 0xffff) {
+                v = _mm512_loadu_ps(at);
+            } else if (at + 16 <= k.go_end) {
+                v = _mm512_maskz_mov_ps(m, _mm512_loadu_ps(at));
+            } else {
+                v = _mm512_maskz_loadu_ps(m, at);
+            }
+            const __m512 d = _mm512_mul_ps(f, _mm512_loadu_ps(k.bdiv + 16 * c));
+            sh[c] = _mm512_add_ps(_mm512_div_ps(v, d), zero);
+        });
+        // Input columns 2 j + P of vector c's outputs j: tap t reaches them from output
+        // j + (P + PL - t) / 2 when P + PL - t is even, in the order of t (parity()'s).
+        auto side = [&](auto p, auto c) AVGPOOL_INLINE_LAMBDA {
+            constexpr int P = decltype(p)::value, C = decltype(c)::value;
+            __m512 acc = zero;
+            unrolled<K>([&](auto t) AVGPOOL_INLINE_LAMBDA {
+                constexpr int rel = P + PL - static_cast<int>(t);
+                if constexpr (rel % 2 == 0) {
+                    constexpr int shift = rel / 2;
+                    __m512 v = sh[C];
+                    if constexpr (shift > 0) {
+                        v = lane_shift<shift>(sh[C], C == 0 ? sh[1] : zero);
+                    } else if constexpr (shift < 0) {
+                        v = lane_shift<16 + shift>(C == 1 ? sh[0] : zero, sh[C]);
+                    }
+                    acc = t == (P + PL) % 2 ? v : _mm512_add_ps(acc, v);
+                }
+            });
+            return acc;
+        };
+        const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+        const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+        unrolled<2>([&](auto c) AVGPOOL_INLINE_LAMBDA {
+            const __m512 e = side(s2_int<0>{}, c), o = side(s2_int<1>{}, c);
+            constexpr int at = 2 * static_cast<int>(c);
+            z[at] = _mm512_permutex2var_ps(e, lo, o);
+            if constexpr (at + 1 < NC) z[at + 1] = _mm512_permutex2var_ps(e, hi, o);
+        });
+    }
+
+    // expand_zmm's columns as expand() gives them, in 8-lane halves (buffered()).
+    template <int K, int PL, int NC>
+    static AVGPOOL_ALWAYS_INLINE void expand_wide(const regs& k, const float* go, index_t q, __m256* x) noexcept {
+        __m512 z[NC];
+        expand_zmm<K, PL, NC>(k, go, q, z);
+        // Half H of a vector. (maskz with every lane: the plain extract, and the cast to 256
+        // bits built on it, trip GCC 12's -Wmaybe-uninitialized.)
+        auto half = [](__m512 v, auto h) AVGPOOL_INLINE_LAMBDA {
+            return _mm256_castpd_ps(_mm512_maskz_extractf64x4_pd(0xff, _mm512_castps_pd(v), decltype(h)::value));
+        };
+        unrolled<NC>([&](auto v) AVGPOOL_INLINE_LAMBDA {
+            x[2 * v] = half(z[v], s2_int<0>{});
+            x[2 * v + 1] = half(z[v], s2_int<1>{});
+        });
+    }
+
+    // Input row dst from its sums in 16-lane vectors (store_row()'s rule).
+    template <int NC>
+    static AVGPOOL_ALWAYS_INLINE void store_row_wide(const regs& k, float* dst, const __m512* acc, bool whole) noexcept {
+        unrolled<NC>([&](auto v) AVGPOOL_INLINE_LAMBDA {
+            if (v + 1 < NC || 16 * v < k.W) {
+                if (whole) {
+                    _mm512_storeu_ps(dst + 16 * v, acc[v]);
+                } else {
+                    const index_t n = std::min<index_t>(16, k.W - 16 * v);
+                    _mm512_mask_storeu_ps(dst + 16 * v, static_cast<__mmask16>((1u << n) - 1u), acc[v]);
+                }
+            }
+        });
+    }
+#endif
+
     // Input row dst from its sums: whole vectors (the lanes past the row land on the next
     // row, written after this one), or, for the call's last row, masked stores. (Vectors
     // that start past the row are left out; a row's first 2 NC - 1 start inside it: rows of
@@ -1127,6 +1242,42 @@ private:
     // (s2_bfast) run in a loop of their own.
     template <int K, int PL, int NC>
     void stream(const float* grad_out, float* grad_in, index_t i0, index_t i1, index_t r0, index_t r1) const {
+#if AVGPOOL_STRIDE2_WIDE
+        if constexpr (NC > s2_unrolled_chunks) stream_as<K, PL, NC, true>(grad_out, grad_in, i0, i1, r0, r1); else
+#endif
+        stream_as<K, PL, NC, false>(grad_out, grad_in, i0, i1, r0, r1);
+    }
+
+    // Wide: in 16-lane vectors (expand_zmm, store_row_wide; AVX-512 builds, rows of 3 or 4
+    // chunks), the same sums.
+    template <int K, int PL, int NC, bool Wide>
+    void stream_as(const float* grad_out, float* grad_in, index_t i0, index_t i1, index_t r0, index_t r1) const {
+        using vt = typename s2_vector<Wide>::type;
+        constexpr int NV = Wide ? NC : 2 * NC;  // vectors of a row
+        auto vzero = []() AVGPOOL_INLINE_LAMBDA -> vt {
+#if AVGPOOL_STRIDE2_WIDE
+            if constexpr (Wide) return _mm512_setzero_ps(); else
+#endif
+            return _mm256_setzero_ps();
+        };
+        auto vadd = [](vt a, vt b) AVGPOOL_INLINE_LAMBDA -> vt {
+#if AVGPOOL_STRIDE2_WIDE
+            if constexpr (Wide) return _mm512_add_ps(a, b); else
+#endif
+            return _mm256_add_ps(a, b);
+        };
+        auto expand_to = [](const regs& k, const float* go, index_t q, vt* x) AVGPOOL_INLINE_LAMBDA {
+#if AVGPOOL_STRIDE2_WIDE
+            if constexpr (Wide) expand_zmm<K, PL, NC>(k, go, q, x); else
+#endif
+            expand<K, PL, NC>(k, go, q, x);
+        };
+        auto store_to = [](const regs& k, float* dst, const vt* acc, bool whole) AVGPOOL_INLINE_LAMBDA {
+#if AVGPOOL_STRIDE2_WIDE
+            if constexpr (Wide) store_row_wide<NC>(k, dst, acc, whole); else
+#endif
+            store_row<NC>(k, dst, acc, whole);
+        };
         const std::int32_t* const count = p_.bwd().s2_bstream.data();
         const index_t* const group = p_.bwd().s2_bgroup.data();
         const regs k = load_regs(grad_out);
@@ -1144,27 +1295,43 @@ private:
         if (fast == 0) fa = fb = qb;
         alignas(32) static constexpr std::int32_t masks[3][2][8] = {
             {{0}, {0}}, {{0}, {-1, -1, -1, -1, -1, -1, -1, -1}}, {{-1, -1, -1, -1, -1, -1, -1, -1}, {-1, -1, -1, -1, -1, -1, -1, -1}}};
+        // Row r's sum: prev and cur, or cur, or nothing, by its count (and masks, or their
+        // 16-lane form: zeroing masks).
+        auto gather = [&](index_t r, const vt* prev, const vt* cur, vt* acc) AVGPOOL_INLINE_LAMBDA {
+#if AVGPOOL_STRIDE2_WIDE
+            if constexpr (Wide) {
+                const __mmask16 mp = count[r] == 2 ? 0xffff : 0, mc = count[r] >= 1 ? 0xffff : 0;
+                unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA {
+                    acc[v] = _mm512_add_ps(_mm512_maskz_mov_ps(mp, prev[v]), _mm512_maskz_mov_ps(mc, cur[v]));
+                });
+                return;
+            }
+#endif
+            if constexpr (!Wide) {
+                const __m256 m_prev = _mm256_castsi256_ps(s2_lanes(masks[count[r]][0]));
+                const __m256 m_cur = _mm256_castsi256_ps(s2_lanes(masks[count[r]][1]));
+                unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA {
+                    acc[v] = _mm256_add_ps(_mm256_and_ps(prev[v], m_prev), _mm256_and_ps(cur[v], m_cur));
+                });
+            }
+        };
         for (index_t item = i0; item < i1; ++item) {
             const float* const go = grad_out + item * os_;
             float* const gi = grad_in + item * xs_;
             const index_t whole_end = item + 1 == i1 ? r1 - 1 : r1;
-            __m256 cur[2 * NC], prev[2 * NC];
-            unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA { cur[v] = _mm256_setzero_ps(); });
-            if (qa > 0) expand<K, PL, NC>(k, go, qa - 1, cur);
+            vt cur[NV], prev[NV];
+            unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA { cur[v] = vzero(); });
+            if (qa > 0) expand_to(k, go, qa - 1, cur);
             // Groups q0 .. q1 - 1 row by row.
             auto rows = [&](index_t q0, index_t q1) AVGPOOL_INLINE_LAMBDA {
                 for (index_t q = q0; q < q1; ++q) {
-                    unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA { prev[v] = cur[v]; });
-                    expand<K, PL, NC>(k, go, q, cur);
+                    unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA { prev[v] = cur[v]; });
+                    expand_to(k, go, q, cur);
                     const index_t end = std::min(r1, group[q + 1]);
                     for (index_t r = std::max(r0, group[q]); r < end; ++r) {
-                        const __m256 m_prev = _mm256_castsi256_ps(s2_lanes(masks[count[r]][0]));
-                        const __m256 m_cur = _mm256_castsi256_ps(s2_lanes(masks[count[r]][1]));
-                        __m256 acc[2 * NC];
-                        unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA {
-                            acc[v] = _mm256_add_ps(_mm256_and_ps(prev[v], m_prev), _mm256_and_ps(cur[v], m_cur));
-                        });
-                        store_row<NC>(k, gi + r * W, acc, r < whole_end);
+                        vt acc[NV];
+                        gather(r, prev, cur, acc);
+                        store_to(k, gi + r * W, acc, r < whole_end);
                     }
                 }
             };
@@ -1172,18 +1339,18 @@ private:
             float* dst = gi + group[fa] * W;
             if (fast == 1) {  // both rows cur
                 for (index_t q = fa; q < fb; ++q, dst += 2 * W) {
-                    expand<K, PL, NC>(k, go, q, cur);
-                    store_row<NC>(k, dst, cur, true);
-                    store_row<NC>(k, dst + W, cur, true);
+                    expand_to(k, go, q, cur);
+                    store_to(k, dst, cur, true);
+                    store_to(k, dst + W, cur, true);
                 }
             } else {  // prev + cur, then cur
                 for (index_t q = fa; q < fb; ++q, dst += 2 * W) {
-                    unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA { prev[v] = cur[v]; });
-                    expand<K, PL, NC>(k, go, q, cur);
-                    __m256 acc[2 * NC];
-                    unrolled<2 * NC>([&](auto v) AVGPOOL_INLINE_LAMBDA { acc[v] = _mm256_add_ps(prev[v], cur[v]); });
-                    store_row<NC>(k, dst, acc, true);
-                    store_row<NC>(k, dst + W, cur, true);
+                    unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA { prev[v] = cur[v]; });
+                    expand_to(k, go, q, cur);
+                    vt acc[NV];
+                    unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA { acc[v] = vadd(prev[v], cur[v]); });
+                    store_to(k, dst, acc, true);
+                    store_to(k, dst + W, cur, true);
                 }
             }
             rows(fb, qb);
