@@ -528,8 +528,8 @@ private:
             // stride 2 with 3 rows: its vectors are kept and not loaded again (a third of the
             // loads; 3x3 on 14x14 and 28x28: 0.87-0.94x the time, bench, Zen 5). The sums are
             // the same, in the same order. (Not for 2 or 5 rows, which share no such row at
-            // stride 2: keeping the vectors cost 2x2 on 14x14 7%.)
-            constexpr bool carry = KV == 3;
+            // stride 2: keeping the vectors cost 2x2 on 14x14 7%. KV == 3 is spelt out where
+            // it is used: clang 14 rejects a constexpr local read in the nested lambdas.)
             index_t carried = -2;  // the input row whose vectors `keep` holds
             __m256 keep[NV];
             for (int v = 0; v < NV; ++v) keep[v] = _mm256_setzero_ps();
@@ -555,7 +555,7 @@ private:
                     }
                     return a;
                 };
-                if (carry && rr[0] == carried) {
+                if (KV == 3 && rr[0] == carried) {
                     unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA { sum[v] = keep[v]; });
                 } else {
                     unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA { sum[v] = load(rr[0], v); });
@@ -564,11 +564,11 @@ private:
                     constexpr int i = static_cast<int>(i1) + 1;
                     unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA {
                         const __m256 a = load(rr[i], v);
-                        if (carry && i == KV - 1) keep[v] = a;
+                        if (KV == 3 && i == KV - 1) keep[v] = a;
                         sum[v] = _mm256_add_ps(sum[v], a);
                     });
                 });
-                if (carry) carried = rr[KV - 1];
+                if (KV == 3) carried = rr[KV - 1];
                 // Per chunk, its even and odd columns (element j at lane s2_pos(j)).
                 __m256 even[NC], odd[NC];
                 unrolled<NC>([&](auto c) AVGPOOL_INLINE_LAMBDA {
@@ -640,7 +640,6 @@ private:
             float* const dst = out + item * os;
             // (The shared input row loaded once, as in rows(): 3x3 on 50x50 and 56x56 took
             // 0.83x the time, harness.)
-            constexpr bool carry = KV == 3;
             index_t carried = -2;  // the input row whose vectors `keep` holds (-1: zeros)
             __m512 keep[NV];
             for (int v = 0; v < NV; ++v) keep[v] = zero;
@@ -652,7 +651,7 @@ private:
                     constexpr int n = static_cast<int>(v);
                     return n + 1 < NV ? _mm512_loadu_ps(src + 16 * n) : _mm512_maskz_loadu_ps(tail, src + 16 * n);
                 };
-                if (carry && rr[0] == carried) {
+                if (KV == 3 && rr[0] == carried) {
                     unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA { sum[v] = keep[v]; });
                 } else {
                     unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA { sum[v] = load(rr[0], v); });
@@ -661,11 +660,11 @@ private:
                     constexpr int i = static_cast<int>(i1) + 1;
                     unrolled<NV>([&](auto v) AVGPOOL_INLINE_LAMBDA {
                         const __m512 a = load(rr[i], v);
-                        if (carry && i == KV - 1) keep[v] = a;
+                        if (KV == 3 && i == KV - 1) keep[v] = a;
                         sum[v] = _mm512_add_ps(sum[v], a);
                     });
                 });
-                if (carry) carried = rr[KV - 1];
+                if (KV == 3) carried = rr[KV - 1];
                 __m512 even[NC], odd[NC];
                 unrolled<NC>([&](auto c) AVGPOOL_INLINE_LAMBDA {
                     constexpr int lo = 2 * static_cast<int>(c);
