@@ -690,7 +690,17 @@ private:
                         acc = t == 0 ? v : _mm512_add_ps(acc, v);
                     });
                     const index_t at = r * Wo + 16 * ci;
-                    acc = average ? _mm512_fmadd_ps(acc, _mm512_maskz_loadu_ps(omask[ci], rdiv + at), zero) : _mm512_add_ps(acc, zero);
+                    if (average) {
+                        // (Fused only where s2_scale_plus_zero fuses: the same rounding as rows().)
+                        const __m512 rd = _mm512_maskz_loadu_ps(omask[ci], rdiv + at);
+#if defined(__FMA__)
+                        acc = _mm512_fmadd_ps(acc, rd, zero);
+#else
+                        acc = _mm512_add_ps(_mm512_mul_ps(acc, rd), zero);
+#endif
+                    } else {
+                        acc = _mm512_add_ps(acc, zero);
+                    }
                     _mm512_mask_storeu_ps(dst + at, omask[ci], acc);
                 });
             };
