@@ -370,6 +370,14 @@ void s2_backward_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bo
     std::vector<float> whole(xn + 16, 1e30f);
     k.run(go.data(), whole.data(), 0, items);
     for (std::size_t i = xn; i < xn + 16; ++i) ASSERT_EQ(whole[i], 1e30f) << "wrote past grad_in, at " << i;
+    // The other streaming form (16-lane vectors or 8-lane halves, chosen by CPU): the same bits.
+    {
+        const dt::s2_backward<R> other(d, !k.wide_stream());
+        std::vector<float> again(xn + 16, 1e30f);
+        other.run(go.data(), again.data(), 0, items);
+        for (std::size_t i = 0; i < xn + 16; ++i)
+            ASSERT_TRUE(same_value(again[i], whole[i])) << "input " << i << ": wide_stream " << other.wide_stream() << " gives " << again[i] << ", the other form " << whole[i];
+    }
     ASSERT_TRUE((dt::backward_cf_applicable<float, R>(d)));
     std::vector<float> cf(xn, -7.0f), ref(xn), ref_abs(xn);
     dt::backward_cf<float, R>(d).run(go.data(), cf.data(), 0, items);

@@ -38,6 +38,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <type_traits>
+#if defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
+#include <cpuid.h>
+#endif
 
 #include "kernel_perm.hpp"
 #include "plan.hpp"
@@ -55,11 +58,12 @@
 #define AVGPOOL_STRIDE2_KERNEL 0
 #endif
 // The kernel's 16-lane form (s2_kernel::wide_rows) for rows of 33 to 128 columns, in AVX-512
-// builds.
-#if AVGPOOL_STRIDE2_KERNEL && defined(__AVX512F__)
-#define AVGPOOL_STRIDE2_WIDE 1
-#else
+// builds. Define AVGPOOL_STRIDE2_WIDE to 0 to keep the 8-lane form there (to compare them).
+#if !AVGPOOL_STRIDE2_KERNEL || !defined(__AVX512F__)
+#undef AVGPOOL_STRIDE2_WIDE
 #define AVGPOOL_STRIDE2_WIDE 0
+#elif !defined(AVGPOOL_STRIDE2_WIDE)
+#define AVGPOOL_STRIDE2_WIDE 1
 #endif
 
 AVGPOOL_BEGIN_NAMESPACE
@@ -84,6 +88,28 @@ constexpr index_t s2_unrolled_chunks = 2;
 // Backward expands output rows chunk by chunk and keeps fewer of them live: rows of up to four
 // chunks (ShuffleNet's 56x56).
 constexpr index_t s2_backward_max_chunks = 4;
+
+// Whether backward sums and stores rows of 3 or 4 chunks in 16-lane vectors (s2_backward::
+// stream_as) or in 8-lane halves of the 16-lane expansion. The same sums, so the same bits;
+// only the speed differs, and by CPU: 3x3 stride-2 backward on 24x56x56 went 7.1 -> 5.7 us
+// with 16 lanes on a Zen 5 (session 56), but 9.2 -> 11.3 us on a Xeon with AVX-512-FP16
+// (session 57; 48- to 64-wide rows alike, aligned or not), where 8-lane halves kept 9.1 us.
+// So 16 lanes on AMD CPUs, 8-lane halves elsewhere; AVGPOOL_STRIDE2_WIDE_STREAM = 0 or 1
+// forces one.
+inline bool s2_wide_stream_default() noexcept {
+#if defined(AVGPOOL_STRIDE2_WIDE_STREAM)
+    return AVGPOOL_STRIDE2_WIDE_STREAM != 0;
+#elif defined(__AVX512F__) && (defined(__GNUC__) || defined(__clang__))
+    static const bool amd = [] {
+        unsigned a = 0, b = 0, c = 0, d = 0;
+        // Leaf 0: the vendor string in ebx, edx, ecx ("Auth" "enti" "cAMD").
+        return __get_cpuid(0, &a, &b, &c, &d) != 0 && b == 0x68747541u && d == 0x69746e65u && c == 0x444d4163u;
+    }();
+    return amd;
+#else
+    return false;
+#endif
+}
 // AVX-512 builds: rows of s2_wide_min_width columns up to s2_wide_vectors 16-lane vectors (all
 // rows the kernel would stream) take s2_kernel::wide_rows. On rows of one or two 16-column
 // chunks (ShuffleNet's 14x14 and 28x28, DenseNet's 2x2, pool_ci_2d's 30 and 32) it was slower
@@ -938,7 +964,10 @@ bool s2_backward_applicable(const plan_data<R>& p) noexcept {
 template <std::size_t R>
 class s2_backward {
 public:
-    explicit s2_backward(const plan_data<R>& p) : p_(p) {
+    // Whether rows of 3 or 4 chunks stream in 16-lane vectors (tests run both forms).
+    bool wide_stream() const noexcept { return wide_stream_; }
+    // wide_stream: stream_as's form for rows of 3 or 4 chunks (s2_wide_stream_default).
+    explicit s2_backward(const plan_data<R>& p, bool wide_stream = s2_wide_stream_default()) : p_(p), wide_stream_(wide_stream) {
         const pool_geometry<R>& g = p.geometry;
         W_ = g.input[R - 1];
         Wo_ = g.output[R - 1];
@@ -1252,7 +1281,9 @@ private:
     template <int K, int PL, int NC>
     void stream(const float* grad_out, float* grad_in, index_t i0, index_t i1, index_t r0, index_t r1) const {
 #if AVGPOOL_STRIDE2_WIDE
-        if constexpr (NC > s2_unrolled_chunks) stream_as<K, PL, NC, true>(grad_out, grad_in, i0, i1, r0, r1); else
+        if constexpr (NC > s2_unrolled_chunks) {
+            if (wide_stream_) return stream_as<K, PL, NC, true>(grad_out, grad_in, i0, i1, r0, r1);
+        }
 #endif
         stream_as<K, PL, NC, false>(grad_out, grad_in, i0, i1, r0, r1);
     }
@@ -1401,6 +1432,7 @@ private:
     }
 
     const plan_data<R>& p_;
+    bool wide_stream_ = false;
     index_t W_ = 1, Wo_ = 1, xs_ = 0, os_ = 0, nr_ = 1, nc_ = 1, in_rows_ = 1, mc_ = 1;
     int pattern_ = -1;
     bool fixed_ = false;
