@@ -115,6 +115,14 @@ void s2_check(const avgpool::pooling<R>& plan, std::mt19937_64& gen, bool specia
         // 16 canaries past each output: nothing is written past the tensor's last row.
         std::vector<float> whole(on + 16, 1e30f), first(on + 16, 3.0f), second(on + 16, 5.0f), ref(on), ref_abs(on);
         k.run(in.data(), whole.data(), 0, items);
+        if (k.wide()) {  // the 16-lane form: the 8-lane form's sums in its order, so its bits
+            const dt::s2_kernel<R> eight(d, op, false);
+            ASSERT_FALSE(eight.wide());
+            std::vector<float> again(on + 16, 1e30f);
+            eight.run(in.data(), again.data(), 0, items);
+            for (std::size_t i = 0; i < on + 16; ++i)
+                ASSERT_TRUE(same_value(again[i], whole[i])) << what << " output " << i << ": 8-lane form " << again[i] << ", 16-lane " << whole[i];
+        }
         dt::reference_pool<float, R>(d, in.data(), ref.data(), op, 0, items);
         dt::reference_pool<float, R>(d, absin.data(), ref_abs.data(), op, 0, items);
         for (std::size_t i = 0; i < on; ++i) {

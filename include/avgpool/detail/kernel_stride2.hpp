@@ -273,7 +273,9 @@ struct s2_tap_at {
 template <std::size_t R>
 class s2_kernel {
 public:
-    s2_kernel(const plan_data<R>& p, pool_op op) : p_(p), average_(op == pool_op::average) {
+    // allow_wide = false keeps AVX-512 builds' rows of 33 to 128 in the 8-lane form (the tests
+    // compare the two forms' bits).
+    s2_kernel(const plan_data<R>& p, pool_op op, bool allow_wide = true) : p_(p), average_(op == pool_op::average) {
         const pool_geometry<R>& g = p.geometry;
         const index_t W = g.input[R - 1], k = g.kernel[R - 1], pl = g.pads_begin[R - 1];
         Wo_ = g.output[R - 1];
@@ -297,10 +299,12 @@ public:
         // The last chunk's two vectors: the columns inside the row.
         for (index_t l = 0; l < 16; ++l) tail_[l] = 16 * (nc_ - 1) + l < W ? -1 : 0;
 #if AVGPOOL_STRIDE2_WIDE
-        if (!narrow_ && W >= s2_wide_min_width && W <= 16 * s2_wide_vectors) {
+        if (allow_wide && !narrow_ && W >= s2_wide_min_width && W <= 16 * s2_wide_vectors) {
             wide_nv_ = static_cast<int>((W + 15) / 16);
             wide_tail_ = static_cast<std::uint16_t>((1u << (W - 16 * (wide_nv_ - 1))) - 1u);
         }
+#else
+        (void)allow_wide;
 #endif
         for (index_t t = 0; t < k; ++t) {
             const index_t c0 = t - pl;                          // the column output 0 reads
