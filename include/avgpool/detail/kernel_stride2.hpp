@@ -92,8 +92,8 @@ constexpr index_t s2_backward_max_chunks = 4;
 // Whether backward sums and stores rows of 3 or 4 chunks in 16-lane vectors (s2_backward::
 // stream_as) or in 8-lane halves of the 16-lane expansion. The same sums, so the same bits;
 // only the speed differs, and by CPU: 3x3 stride-2 backward on 24x56x56 went 7.1 -> 5.7 us
-// with 16 lanes on a Zen 5 (session 56), but 9.2 -> 11.3 us on a Xeon with AVX-512-FP16
-// (session 57; 48- to 64-wide rows alike, aligned or not), where 8-lane halves kept 9.1 us.
+// with 16 lanes on a Zen 5 (session 56), but took 9.5 us against 7.3 in 8-lane halves on a
+// Xeon with AVX-512-FP16 (session 57; 48- to 64-wide rows alike, aligned or not).
 // So 16 lanes on AMD CPUs, 8-lane halves elsewhere; AVGPOOL_STRIDE2_WIDE_STREAM = 0 or 1
 // forces one.
 inline bool s2_wide_stream_default() noexcept {
@@ -1026,6 +1026,11 @@ public:
     /// Outer input rows [r0, r1) of plane `item` (the few-plane split): the bits of run().
     void run_rows(const float* grad_out, float* grad_in, index_t item, index_t r0, index_t r1) const {
         if (r0 >= r1) return;
+        // The whole plane (the few-plane split hands whole planes here too), or streaming rows
+        // (stream() reads no [q0, q1)): run()'s range, without the scan below, which was a fifth
+        // of 24 planes of 56x56's backward on a Xeon.
+        if ((r0 == 0 && r1 == in_rows_) || !p_.bwd().s2_bstream.empty())
+            return dispatch(grad_out, grad_in, item, item + 1, r0, r1, 0, nr_);
         // Only the output rows these input rows gather are expanded: [q0, q1).
         const std::int32_t* const rows = p_.bwd().s2_brows.data();
         index_t q0 = nr_, q1 = 0;
