@@ -804,8 +804,18 @@ private:
                 auto fixed = [&](auto n) AVGPOOL_INLINE_LAMBDA {
                     constexpr int N = decltype(n)::value;
                     const index_t full = hw / 16 * 16;
+                    // The slices' starts in locals: read through s per vector, they were
+                    // reloaded after every store (which may alias them for the compiler).
+                    const M* src[N > 0 ? N : 1];
+                    if constexpr (N > 0) unrolled<N>([&](auto i) { src[i] = x + s[i]; });
                     auto vec = [&](__mmask16 k, index_t j) AVGPOOL_INLINE_LAMBDA {
-                        _mm512_store_ps(at + j, perm_sum<N>(nd, [&](index_t i) { return masked_load(k, x + s[i] + j); }));
+                        __m512 v;
+                        if constexpr (N > 0) {
+                            v = perm_sum<N>(nd, [&](index_t i) { return masked_load(k, src[i] + j); });
+                        } else {
+                            v = perm_sum<N>(nd, [&](index_t i) { return masked_load(k, x + s[i] + j); });
+                        }
+                        _mm512_store_ps(at + j, v);
                     };
                     for (index_t j = 0; j < full; j += 16) vec(__mmask16(0xffff), j);
                     if (full < hw) vec(__mmask16((1u << (hw - full)) - 1u), full);
