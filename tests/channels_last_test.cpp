@@ -1102,4 +1102,47 @@ TEST(ChannelsLast, ExecutorsGiveIdenticalResults) {
     executor_case<float, 1>({5, 7, 40}, c, pool);
 }
 
+// 3-D pools whose first-axis windows overlap over slices larger than L2's share run their
+// output rows second axis first (cl_kernel::columns_first): the same outputs as the
+// reference, the same bits whatever the executor (pieces of rows across images included).
+TEST(ChannelsLast, LargeSlicesRunByColumns) {
+    avgpool::pool_attrs<3> a;  // benchdnn's shapes_3d_4 windows
+    a.kernel = {4, 2, 3};
+    a.strides = {2, 2, 2};
+    a.pads_begin = {1, 1, 1};
+    a.pads_end = {3, 1, 2};
+    const avgpool::dims<5> shape{2, 17, 9, 40, 64};  // 4 slices of 40 x 64 x 17 floats: 680 KiB
+    auto plan = avgpool::detail::plan_access::create_exact<3>(shape, a, avgpool::layout::channels_last);
+    ASSERT_TRUE(plan.ok());
+    const auto& d = avgpool::detail::plan_access::data(*plan);
+    ASSERT_TRUE((avgpool::detail::cl_applicable<float, 3>(d)));
+    EXPECT_TRUE((avgpool::detail::cl_kernel<float, 3>(d, pool_op::average).by_columns()));
+    std::mt19937_64 gen(41);
+    EXPECT_TRUE((compare_plan<float, 3>(*plan, gen, "shapes_3d_4 windows")));
+    EXPECT_TRUE((compare_plan<double, 3>(*plan, gen, "shapes_3d_4 windows, double")));
+    avgpool::thread_pool pool(3);
+    executor_case<float, 3>(shape, a, pool);
+    avgpool::pool_attrs<3> dil = a;  // dilated first axis: windows 1, 3, 5, 7 apart still overlap
+    dil.dilations = {2, 1, 1};
+    auto dplan = avgpool::detail::plan_access::create_exact<3>({1, 16, 12, 40, 64}, dil, avgpool::layout::channels_last);
+    ASSERT_TRUE(dplan.ok());
+    EXPECT_TRUE((avgpool::detail::cl_kernel<float, 3>(avgpool::detail::plan_access::data(*dplan), pool_op::sum).by_columns()));
+    EXPECT_TRUE((compare_plan<float, 3>(*dplan, gen, "dilated first axis")));
+
+    // Not where the second axis's windows overlap, nor where the slices are small, nor where
+    // first-axis windows do not overlap.
+    auto by_columns = [](const avgpool::dims<5>& s, const avgpool::pool_attrs<3>& at) {
+        auto p = avgpool::detail::plan_access::create_exact<3>(s, at, avgpool::layout::channels_last);
+        return p.ok() && avgpool::detail::cl_kernel<float, 3>(avgpool::detail::plan_access::data(*p), pool_op::average).by_columns();
+    };
+    avgpool::pool_attrs<3> h3 = a;
+    h3.kernel = {4, 3, 3};
+    EXPECT_FALSE(by_columns(shape, h3));
+    EXPECT_FALSE(by_columns({1, 16, 9, 10, 16}, a));
+    avgpool::pool_attrs<3> d2 = a;
+    d2.kernel = {2, 2, 3};
+    d2.pads_end = {1, 1, 2};
+    EXPECT_FALSE(by_columns(shape, d2));
+}
+
 }  // namespace
