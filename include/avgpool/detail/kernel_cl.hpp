@@ -787,7 +787,8 @@ private:
         // again after every store (harness on a Zen 5, -O3: pool_ci_3d non_cubic
         // channels-last 0.83x its time, 1x16x60^3 4x2x3 stride 2 0.79x; bench 0.82x and
         // 0.75x). Not for 1-D and 2-D rows: at -O3 that made 3x3 stride 2 slower (576x7x7
-        // 1.22x, 16x50x50 1.09x), though at -O2 faster (0.94x, 0.60x).
+        // 1.22x, 16x50x50 1.09x), though at -O2 faster (0.94x, 0.60x); their loops are only
+        // unrolled (AVGPOOL_UNROLL: 0.72-0.85x at -O2, 0.8-1.0x at -O3).
         if constexpr (R == 3) {
             const Src src = source;
             const index_t Wo = Wo_, gap = src.gap;
@@ -812,20 +813,20 @@ private:
             const Src& src = source;
             V col[K][G];
             index_t x0 = -pb_;
-            for (int t = 0; t < K; ++t) src(x0 + t, col[t]);
+            AVGPOOL_UNROLL for (int t = 0; t < K; ++t) src(x0 + t, col[t]);
             divider dvc;
             for (index_t ow = 0;;) {
                 V acc[G];
-                for (int g = 0; g < G; ++g) {
+                AVGPOOL_UNROLL for (int g = 0; g < G; ++g) {
                     acc[g] = col[0][g];
-                    for (int t = 1; t < K; ++t) acc[g] = acc[g] + col[t][g];
+                    AVGPOOL_UNROLL for (int t = 1; t < K; ++t) acc[g] = acc[g] + col[t][g];
                 }
                 emit<G>(dst, ow, c, src.gap, acc, average, div, dvc);
                 if (++ow == Wo_) break;
                 x0 += S;
-                for (int t = 0; t + S < K; ++t)
-                    for (int g = 0; g < G; ++g) col[t][g] = col[t + S][g];
-                for (int t = K - S < 0 ? 0 : K - S; t < K; ++t) src(x0 + t, col[t]);
+                AVGPOOL_UNROLL for (int t = 0; t + S < K; ++t)
+                    AVGPOOL_UNROLL for (int g = 0; g < G; ++g) col[t][g] = col[t + S][g];
+                AVGPOOL_UNROLL for (int t = K - S < 0 ? 0 : K - S; t < K; ++t) src(x0 + t, col[t]);
             }
         }
     }

@@ -42,6 +42,18 @@
 #define AVGPOOL_ALWAYS_INLINE inline
 #endif
 #endif
+// The loop that follows unrolled whole (its trip count a small constant): GCC at -O2 left
+// such loops over arrays of vectors rolled, the vectors in memory (the channels-last sliding
+// window, 3x3 stride 2: 0.72-0.85x its -O2 time; unchanged at -O3).
+#ifndef AVGPOOL_UNROLL
+#if defined(__clang__)
+#define AVGPOOL_UNROLL _Pragma("unroll")
+#elif defined(__GNUC__)
+#define AVGPOOL_UNROLL _Pragma("GCC unroll 16")
+#else
+#define AVGPOOL_UNROLL
+#endif
+#endif
 // A kernel's inner loop kept out of its caller: inlined into the large dispatch functions, its
 // loop-invariant values were spilled and reloaded from the stack every iteration.
 #ifndef AVGPOOL_NOINLINE
