@@ -781,7 +781,7 @@ private:
     }
 
     template <int K, int S, int G, class Src>
-    void slide_chunk(const Src& source, index_t c, M* dst, bool average, const row_divisor& div) const {
+    void slide_chunk(const Src& source, index_t c, M* dst, bool average, const row_divisor& divisor) const {
         // 3-D rows (up to K x K row pointers): the source in a local and the loops over taps
         // and vectors unrolled, else GCC kept the columns in memory and read the row pointers
         // again after every store (harness on a Zen 5, -O3: pool_ci_3d non_cubic
@@ -789,6 +789,10 @@ private:
         // 0.75x). Not for 1-D and 2-D rows: at -O3 that made 3x3 stride 2 slower (576x7x7
         // 1.22x, 16x50x50 1.09x), though at -O2 faster (0.94x, 0.60x); their loops are only
         // unrolled (AVGPOOL_UNROLL: 0.72-0.85x at -O2, 0.8-1.0x at -O3).
+        // The divisor in a local: a store of an output may alias its float member, so through
+        // the reference it was read again for every output (harness medians, -O3, Zen 5:
+        // 0.97x on pool_ci_3d regular, 0.98x on pool_ci_1d ic_tail and 24x56x56 3x3 s2).
+        const row_divisor div = divisor;
         if constexpr (R == 3) {
             const Src src = source;
             const index_t Wo = Wo_, gap = src.gap;
