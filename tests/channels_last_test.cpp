@@ -1105,6 +1105,64 @@ TEST(ChannelsLast, ExecutorsGiveIdenticalResults) {
 // 3-D pools whose first-axis windows overlap over slices larger than L2's share run their
 // output rows second axis first (cl_kernel::columns_first): the same outputs as the
 // reference, the same bits whatever the executor (pieces of rows across images included).
+TEST(ChannelsLast, PairedRowsMatchSingleRows) {
+    // 3x3 stride 1 over 4+ vectors of channels: run() takes two output rows at a time where
+    // their windows are whole (AVX-512 builds), each output with the bits it gets alone; the
+    // uneven executor of executor_case runs ranges of 1-3 rows, so pairs start at every
+    // parity and rows at a range's end run alone.
+    avgpool::thread_pool pool(3);
+    const bool wide = sizeof(float) * avgpool::detail::vec<float>::width == 64;
+    std::mt19937_64 gen(59);
+    struct pair_case {
+        avgpool::dims<4> shape;
+        index_t pad_top, pad_bottom;
+        avgpool::divisor_type divisor;
+        avgpool::rounding_type rounding;
+        index_t divisor_override;
+    };
+    const pair_case cases[] = {
+        {{2, 96, 13, 11}, 1, 1, avgpool::divisor_type::exclude_pad, avgpool::rounding_type::floor, 0},
+        {{1, 288, 9, 7}, 1, 1, avgpool::divisor_type::include_pad, avgpool::rounding_type::floor, 0},
+        {{1, 2048, 6, 5}, 0, 2, avgpool::divisor_type::exclude_pad, avgpool::rounding_type::ceil, 0},  // blocks
+        {{3, 70, 8, 9}, 2, 0, avgpool::divisor_type::full_kernel, avgpool::rounding_type::floor, 0},
+        {{1, 65, 10, 4}, 1, 1, avgpool::divisor_type::exclude_pad, avgpool::rounding_type::floor, 7},
+    };
+    for (const pair_case& c : cases) {
+        avgpool::pool_attrs<2> a;
+        a.kernel = {3, 3};
+        a.pads_begin = {c.pad_top, 1};
+        a.pads_end = {c.pad_bottom, 1};
+        a.divisor = c.divisor;
+        a.rounding = c.rounding;
+        a.divisor_override = c.divisor_override;
+        auto plan = avgpool::detail::plan_access::create_exact<2>(c.shape, a, avgpool::layout::channels_last);
+        ASSERT_TRUE(plan.ok());
+        const auto& d = avgpool::detail::plan_access::data(*plan);
+        ASSERT_TRUE((avgpool::detail::cl_applicable<float, 2>(d)));
+        const std::string trace = "C = " + std::to_string(c.shape[1]) + ", H = " + std::to_string(c.shape[2]);
+        EXPECT_EQ(wide, (avgpool::detail::cl_kernel<float, 2>(d, pool_op::average).pairs_rows())) << trace;
+        EXPECT_TRUE((compare_plan<float, 2>(*plan, gen, trace)));
+        EXPECT_TRUE((compare_plan<double, 2>(*plan, gen, trace + ", double")));
+        executor_case<float, 2>(c.shape, a, pool);
+        executor_case<double, 2>(c.shape, a, pool);
+    }
+    // Not at stride 2 down the rows, nor for 16-bit storage, nor under 4 vectors of channels.
+    avgpool::pool_attrs<2> s2;
+    s2.kernel = {3, 3};
+    s2.strides = {2, 1};
+    auto p2 = avgpool::detail::plan_access::create_exact<2>({1, 96, 9, 9}, s2, avgpool::layout::channels_last);
+    ASSERT_TRUE(p2.ok());
+    EXPECT_FALSE((avgpool::detail::cl_kernel<float, 2>(avgpool::detail::plan_access::data(*p2), pool_op::average).pairs_rows()));
+    avgpool::pool_attrs<2> s1;
+    s1.kernel = {3, 3};
+    auto p1 = avgpool::detail::plan_access::create_exact<2>({1, 96, 9, 9}, s1, avgpool::layout::channels_last);
+    ASSERT_TRUE(p1.ok());
+    EXPECT_FALSE((avgpool::detail::cl_kernel<float, 2, avgpool::bfloat16>(avgpool::detail::plan_access::data(*p1), pool_op::average).pairs_rows()));
+    auto p3 = avgpool::detail::plan_access::create_exact<2>({1, 48, 9, 9}, s1, avgpool::layout::channels_last);
+    ASSERT_TRUE(p3.ok());
+    EXPECT_FALSE((avgpool::detail::cl_kernel<float, 2>(avgpool::detail::plan_access::data(*p3), pool_op::average).pairs_rows()));
+}
+
 TEST(ChannelsLast, LargeSlicesRunByColumns) {
     avgpool::pool_attrs<3> a;  // benchdnn's shapes_3d_4 windows
     a.kernel = {4, 2, 3};

@@ -7,7 +7,9 @@
 // windows, at most cl_register_rows input rows and C >= one vector take a fused path with
 // no row buffer pass (the vertical sums are formed per input column as needed):
 //   - ring (K <= 5, stride 1-2, C >= 4 vectors): output columns in order, all channels of a
-//     block each, the last K columns' vertical sums in a ring of the buffer;
+//     block each, the last K columns' vertical sums in a ring of the buffer; 2-D 3x3 stride 1
+//     (Inception's branch pools) takes two output rows at a time where both windows are
+//     whole, their four input rows read once for the two (ring_pair, AVX-512, float/double);
 //   - register sliding (K <= 5, stride 1-2, fewer channels; C a multiple of the width when
 //     K > 3): the column sums of a few vectors of channels slid along the row in registers;
 //   - block sums (K > 5, stride 1): each window is the suffix of one block of K columns plus
@@ -249,6 +251,15 @@ public:
             if (rcb_ < 2 * L) rcb_ = 0;
         }
         fused_ = pick_fused();
+        // Pairs of output rows through the ring (ring_pair): 3x3 stride 1 windows of float or
+        // double storage in 64-byte vectors; two rings in the slots' space, so blocks half as wide.
+        if constexpr (R == 2 && std::is_same<M, T>::value && sizeof(T) * V::width == 64) {
+            if (fused_ == &cl_kernel::ring<3, 1> && g.kernel[0] == 3 && g.strides[0] == 1 && g.dilations[0] == 1) {
+                const index_t most = (ring_cap / (2 * k_)) / (2 * L) * (2 * L);
+                if (most >= 2 * L) pair_cb_ = balanced_block(most);
+                if (pair_cb_ < 2 * L) pair_cb_ = 0;
+            }
+        }
         // Windows covering every axis but the first whole (global pools; i3d's 2x7x7 on 8x7x7):
         // each output row is one output, the sum of whole first-axis slices (slices()).
         slices_ = C_ >= L && (p.global || inner_axes_whole<R>(p));
@@ -269,7 +280,7 @@ public:
         auto row_at = [in, WC, outer, in_n](index_t n, index_t i0, index_t i1) {
             return in + n * in_n + i0 * outer + i1 * WC;
         };
-        if (!by_columns_) return run_rows(out, item_begin, item_end, row_at);
+        if (!by_columns_) return run_rows(out, item_begin, item_end, row_at, 0, true);
         // Second-axis index outer, first-axis inner (columns_first): each output row reads
         // the slices the previous one just read. Every row is computed alone, so the bits
         // are those of the other order.
@@ -288,8 +299,11 @@ public:
     /// row_at(n, i0, 0) + i1 * W * C, and only the first row of each i0 is asked for. The rows
     /// of one output row are asked for together, in order; the pointers must stay valid until
     /// the next output row's. Output row `item` goes to out + (item - out_item0) * Wo * C.
+    /// pair_rows: the rows of two output rows may be asked for together (run() only; a caller's
+    /// row_at may hold no more rows than one window's).
     template <class RowAt>
-    void run_rows(M* out, index_t item_begin, index_t item_end, RowAt&& row_at, index_t out_item0 = 0) const {
+    void run_rows(M* out, index_t item_begin, index_t item_end, RowAt&& row_at, index_t out_item0 = 0,
+                  bool pair_rows = false) const {
         buffers b;  // not zeroed: every read is of an element written before (see zero_slack)
         const M* rows[cl_max_outer_rows];
         // The geometry in locals, and the row's position counted rather than divided out: on
@@ -303,6 +317,7 @@ public:
         const window* const ax0 = p_.axis(0);
         const window* const ax1 = R == 3 ? p_.axis(1) : ax0;
         const bool by_slices = slices_;
+        const bool pairs = pair_rows && pair_cb_ > 0;
         // item = n * per_n + r, r = o0 * Ho + o1 (R = 3; else o0 = r and o1 = 0).
         index_t n = item_begin / per_n, r = item_begin % per_n;
         index_t o0 = r / Ho, o1 = r % Ho;
@@ -315,8 +330,28 @@ public:
                 row(b, rows, 1, 1, 1.0, dst);
             } else if constexpr (R == 2) {
                 const window wh = ax0[o0];
-                for (index_t j = 0; j < wh.count; ++j) rows[j] = row_at(n, wh.first + j * dil0, 0);
-                row(b, rows, 1, wh.count, static_cast<double>(wh.divisor), dst);
+                bool paired = false;
+                if (pairs && wh.count == 3 && item + 1 < item_end && r + 1 < per_n) {
+                    // Output rows o0 and o0 + 1 share two of their windows' three input rows:
+                    // both at once, each row read once for the two (ring_pair). Each output
+                    // takes the operations it takes alone, so the bits do not depend on
+                    // which rows an executor's range pairs.
+                    const window wn = ax0[o0 + 1];
+                    if (wn.count == 3 && wn.first == wh.first + 1 && wn.divisor == wh.divisor) {
+                        for (index_t j = 0; j < 4; ++j) rows[j] = row_at(n, wh.first + j, 0);
+                        row_pair(b, rows, static_cast<double>(wh.divisor), dst);
+                        // The first row done: the loop's step below moves past the second.
+                        ++item;
+                        dst += row_out;
+                        ++r;
+                        ++o0;
+                        paired = true;
+                    }
+                }
+                if (!paired) {
+                    for (index_t j = 0; j < wh.count; ++j) rows[j] = row_at(n, wh.first + j * dil0, 0);
+                    row(b, rows, 1, wh.count, static_cast<double>(wh.divisor), dst);
+                }
             } else {
                 const window wd = ax0[o0], wh = ax1[o1];
                 index_t k = 0;
@@ -335,6 +370,9 @@ public:
             }
         }
     }
+
+    /// Whether run() takes pairs of output rows through ring_pair (2-D 3x3 stride 1).
+    bool pairs_rows() const noexcept { return pair_cb_ > 0; }
 
     /// Whether run() visits 3-D output rows second axis first (columns_first).
     bool by_columns() const noexcept { return by_columns_; }
@@ -432,6 +470,9 @@ private:
 
     // One output row: channel blocks, each through tiles of output columns.
     void row(buffers& b, const M* const* rows, index_t n0, index_t n1, double outer, M* dst) const;
+    // Output rows whose windows are input rows rows[0 .. 2] and rows[1 .. 3], divisor factor
+    // `outer` each, into dst and dst + Wo C (pair_cb_ > 0).
+    void row_pair(buffers& b, const M* const* rows, double outer, M* dst) const;
 
     using fused_fn = void (cl_kernel::*)(buffers&, const M* const*, index_t, index_t, M*, bool,
                                          const row_divisor&) const;
@@ -563,6 +604,110 @@ private:
                 const T* all[K];
                 for (int t = 0; t < K; ++t) all[t] = ring + ((ub + t) % K) * cbp;
                 ring_edge<K>(all, o, cb, average, dv);
+            }
+            if (c0 + cb >= C_) break;
+        }
+    }
+
+    // ring_rows<3, 1, 1, 3> for two output rows at once (R = 2, 3x3 stride 1): the windows'
+    // four input rows are each read once for both, the fresh columns of both rows summed from
+    // the same loads; each row keeps its own ring (slots of pair_cb_ channels). Every output
+    // takes the additions, in the same order, and the quotient it takes in ring_rows, so the
+    // bits are the same whichever rows run paired. Paired, 288x35x35 took ~0.8x the time
+    // (a minimal model of the loop; the rows are re-read from L2 and L3 otherwise).
+    void ring_pair(buffers& b, const M* const* rows, M* dst, bool average, const row_divisor& div) const {
+        constexpr int K = 3, S = 1;
+        vsource<1, 3> sa{rows, 1, 3, {rows[0], rows[1], rows[2]}};
+        vsource<1, 3> sb{rows + 1, 1, 3, {rows[1], rows[2], rows[3]}};
+        const index_t cb = pair_cb_;
+        constexpr index_t P = 2 * L;
+        const index_t cbp = (cb + P - 1) / P * P;
+        T* const ra = b.buf;
+        T* const rb = b.buf + K * cbp;
+        M* const dst2 = dst + row_out_;
+        constexpr int kept = ring_kept(K, S);  // 2
+        constexpr int shared = K - S;          // 2
+        const index_t C = C_;
+        auto fill = [&](index_t u, index_t c0) {
+            ring_fill(sa, ra + (u % K) * cbp, u - pb_, c0, cb, cbp);
+            ring_fill(sb, rb + (u % K) * cbp, u - pb_, c0, cb, cbp);
+        };
+        for (index_t c0 = 0;; c0 += cb) {
+            c0 = std::min(c0, C_ - cb);
+            divider dvc;
+            for (index_t ow = 0; ow < Wo_; ++ow) {
+                const index_t ub = ow * S, uf = ub + kept, up = ub + shared;
+                const quotient_by dv = dvc(average ? div.scalar(ow) : T(1));
+                const index_t xf = uf - pb_;
+                const index_t from = ow == 0 ? ub : up;
+                M* const oa = dst + ow * C + c0;
+                M* const ob = dst2 + ow * C + c0;
+                if (xf >= 0 && xf + 1 <= W_) {
+                    for (index_t u = from; u < uf; ++u) fill(u, c0);
+                    const T* const a0 = ra + (ub % K) * cbp;
+                    const T* const a1 = ra + ((ub + 1) % K) * cbp;
+                    const T* const b0 = rb + (ub % K) * cbp;
+                    const T* const b1 = rb + ((ub + 1) % K) * cbp;
+                    T* const ak = ra + (uf % K) * cbp;
+                    T* const bk = rb + (uf % K) * cbp;
+                    const M* const q0 = rows[0];
+                    const M* const q1 = rows[1];
+                    const M* const q2 = rows[2];
+                    const M* const q3 = rows[3];
+                    const index_t off = xf * C + c0;
+                    const V d = V::splat(dv.ds), rr = V::splat(dv.rs);
+                    // Div: 0 the sum, 1 times the exact reciprocal, 2 the corrected quotient
+                    // (as ring_out; a branch per vector cost 10-20% there).
+                    auto columns = [&](auto div_kind) AVGPOOL_INLINE_LAMBDA {
+                    constexpr int mode = decltype(div_kind)::value;
+                    for (index_t i = 0; i < cb; i += P) {
+                        const index_t j = std::min(i, cb - P);
+                        // The fresh column of both rows from four loads: ((q0 + q1) + q2) and
+                        // ((q1 + q2) + q3), as fixed_nested_vsum adds a window's rows.
+                        const vpair<T> l0 = vload_as<vpair<T>>(q0 + off + j);
+                        const vpair<T> l1 = vload_as<vpair<T>>(q1 + off + j);
+                        const vpair<T> l2 = vload_as<vpair<T>>(q2 + off + j);
+                        const vpair<T> l3 = vload_as<vpair<T>>(q3 + off + j);
+                        const vpair<T> fa = l0 + l1 + l2;
+                        const vpair<T> fb = l1 + l2 + l3;
+                        fa.a.store(ak + i);
+                        fa.b.store(ak + i + L);
+                        fb.a.store(bk + i);
+                        fb.b.store(bk + i + L);
+                        vpair<T> sa2 = ring_load(a0, i) + ring_load(a1, i) + fa;
+                        vpair<T> sb2 = ring_load(b0, i) + ring_load(b1, i) + fb;
+                        if constexpr (mode == 0) {
+                            sa2 = {plus_zero(sa2.a), plus_zero(sa2.b)};
+                            sb2 = {plus_zero(sb2.a), plus_zero(sb2.b)};
+                        } else if constexpr (mode == 1) {
+                            sa2 = {scale_plus_zero(sa2.a, rr), scale_plus_zero(sa2.b, rr)};
+                            sb2 = {scale_plus_zero(sb2.a, rr), scale_plus_zero(sb2.b, rr)};
+                        } else {
+                            sa2 = {divide_rounded(sa2.a, d, rr), divide_rounded(sa2.b, d, rr)};
+                            sb2 = {divide_rounded(sb2.a, d, rr), divide_rounded(sb2.b, d, rr)};
+                        }
+                        vstore_pair(sa2, oa + j);
+                        vstore_pair(sb2, ob + j);
+                    }
+                    };
+                    if (!average) {
+                        columns(std::integral_constant<int, 0>{});
+                    } else if (dv.exact) {
+                        columns(std::integral_constant<int, 1>{});
+                    } else {
+                        columns(std::integral_constant<int, 2>{});
+                    }
+                    continue;
+                }
+                for (index_t u = from; u < ub + K; ++u) fill(u, c0);
+                const T* alla[K];
+                const T* allb[K];
+                for (int t = 0; t < K; ++t) {
+                    alla[t] = ra + ((ub + t) % K) * cbp;
+                    allb[t] = rb + ((ub + t) % K) * cbp;
+                }
+                ring_edge<K>(alla, oa, cb, average, dv);
+                ring_edge<K>(allb, ob, cb, average, dv);
             }
             if (c0 + cb >= C_) break;
         }
@@ -1107,6 +1252,7 @@ private:
     index_t N_ = 0, C_ = 0, W_ = 0, Wo_ = 0, d_ = 1, row_out_ = 0, rows_per_n_ = 1, in_n_ = 0;
     index_t cb_ = 1, blocks_ = 1, pb_ = 0, k_ = 1;
     index_t rcb_ = 0;  // channels per block of the ring path (0: not used)
+    index_t pair_cb_ = 0;  // channels per block of ring_pair (0: rows are not paired)
     fused_fn fused_ = nullptr;
     bool slices_ = false;    // the slice path (slices())
     bool by_columns_ = false;  // run(): second-axis-major order (columns_first)
@@ -1209,6 +1355,15 @@ void cl_kernel<T, R, M>::row(buffers& b, const M* const* rows, index_t n0, index
             o0 = o1;
         }
     }
+}
+
+template <class T, std::size_t R, class M>
+void cl_kernel<T, R, M>::row_pair(buffers& b, const M* const* rows, double outer, M* dst) const {
+    const bool average = op_ == pool_op::average;
+    const index_t over = divide_by_ > 0 ? divide_by_ : p_.divisor_override;
+    const bool override_div = over > 0;
+    const row_divisor div{override_div, static_cast<T>(override_div ? static_cast<double>(over) : outer), last_div_};
+    ring_pair(b, rows, dst, average, div);
 }
 
 template <class T, std::size_t R, class M>
