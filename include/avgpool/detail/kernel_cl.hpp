@@ -617,8 +617,6 @@ private:
     // (a minimal model of the loop; the rows are re-read from L2 and L3 otherwise).
     void ring_pair(buffers& b, const M* const* rows, M* dst, bool average, const row_divisor& div) const {
         constexpr int K = 3, S = 1;
-        vsource<1, 3> sa{rows, 1, 3, {rows[0], rows[1], rows[2]}};
-        vsource<1, 3> sb{rows + 1, 1, 3, {rows[1], rows[2], rows[3]}};
         const index_t cb = pair_cb_;
         constexpr index_t P = 2 * L;
         const index_t cbp = (cb + P - 1) / P * P;
@@ -628,9 +626,27 @@ private:
         constexpr int kept = ring_kept(K, S);  // 2
         constexpr int shared = K - S;          // 2
         const index_t C = C_;
+        // Both rows' slots of padded column u, from the same four loads (as the fresh columns).
         auto fill = [&](index_t u, index_t c0) {
-            ring_fill(sa, ra + (u % K) * cbp, u - pb_, c0, cb, cbp);
-            ring_fill(sb, rb + (u % K) * cbp, u - pb_, c0, cb, cbp);
+            T* const fa = ra + (u % K) * cbp;
+            T* const fb = rb + (u % K) * cbp;
+            const index_t x = u - pb_;
+            if (x < 0 || x >= W_) {
+                std::fill(fa, fa + cbp, T(0));
+                std::fill(fb, fb + cbp, T(0));
+                return;
+            }
+            const index_t off = x * C + c0;
+            for (index_t i = 0; i < cb; i += P) {
+                const index_t j = off + std::min(i, cb - P);
+                const vpair<T> l0 = vload_as<vpair<T>>(rows[0] + j), l1 = vload_as<vpair<T>>(rows[1] + j);
+                const vpair<T> l2 = vload_as<vpair<T>>(rows[2] + j), l3 = vload_as<vpair<T>>(rows[3] + j);
+                const vpair<T> va = l0 + l1 + l2, vb = l1 + l2 + l3;
+                va.a.store(fa + i);
+                va.b.store(fa + i + L);
+                vb.a.store(fb + i);
+                vb.b.store(fb + i + L);
+            }
         };
         for (index_t c0 = 0;; c0 += cb) {
             c0 = std::min(c0, C_ - cb);
