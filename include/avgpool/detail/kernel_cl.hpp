@@ -613,8 +613,12 @@ private:
     // four input rows are each read once for both, the fresh columns of both rows summed from
     // the same loads; each row keeps its own ring (slots of pair_cb_ channels). Every output
     // takes the additions, in the same order, and the quotient it takes in ring_rows, so the
-    // bits are the same whichever rows run paired. Paired, 288x35x35 took ~0.8x the time
-    // (a minimal model of the loop; the rows are re-read from L2 and L3 otherwise).
+    // bits are the same whichever rows run paired. Unpaired, each input row is read for three
+    // output rows, from L2 or L3 by then: bench A/B on a Zen 5, Inception's 3x3 pools (192-768
+    // channels at 35x35 and 17x17, 2048 at 8x8) 0.78-0.90x their time; 1280x8x8 (in L2)
+    // 1.03-1.06x in a harness. Pairing the register path's rows (3x3 at row stride 1 or 2,
+    // fewer channels) was slower, 1.02-1.34x at stride 2 and 1.36-1.59x at stride 1: its
+    // second row's column sums leave too few registers.
     void ring_pair(buffers& b, const M* const* rows, M* dst, bool average, const row_divisor& div) const {
         constexpr int K = 3, S = 1;
         const index_t cb = pair_cb_;
