@@ -253,6 +253,8 @@ public:
         fused_ = pick_fused();
         // Pairs of output rows through the ring (ring_pair): 3x3 stride 1 windows of float or
         // double storage in 64-byte vectors; two rings in the slots' space, so blocks half as wide.
+        // Not for 16-bit storage, which reads half the bytes again: bfloat16 took 1.09-1.22x
+        // its unpaired time (harness: 288x35x35, 768x17x17, 2048x8x8, 1280x8x8).
         if constexpr (R == 2 && std::is_same<M, T>::value && sizeof(T) * V::width == 64) {
             if (fused_ == &cl_kernel::ring<3, 1> && g.kernel[0] == 3 && g.strides[0] == 1 && g.dilations[0] == 1) {
                 const index_t most = (ring_cap / (2 * k_)) / (2 * L) * (2 * L);
