@@ -1102,11 +1102,8 @@ TEST(ChannelsLast, ExecutorsGiveIdenticalResults) {
     executor_case<float, 1>({5, 7, 40}, c, pool);
 }
 
-// 3-D pools whose first-axis windows overlap over slices larger than L2's share run their
-// output rows second axis first (cl_kernel::columns_first): the same outputs as the
-// reference, the same bits whatever the executor (pieces of rows across images included).
-// 16-bit storage through a plan's channels-last kernel: the float result on the same values
-// (paired rows) rounded once (16-bit rows one at a time), alike for row ranges of 1-3.
+// 16-bit storage through a plan's channels-last kernel (rows one at a time): the float result
+// on the same values (rows in pairs) rounded once, alike for row ranges of 1-3.
 template <class H>
 void half_pairs(const avgpool::pooling<2>& plan, std::mt19937_64& gen) {
     const std::vector<float> x = random_input<float>(static_cast<std::size_t>(plan.input_size()), gen);
@@ -1135,9 +1132,8 @@ void half_pairs(const avgpool::pooling<2>& plan, std::mt19937_64& gen) {
 TEST(ChannelsLast, PairedRowsMatchSingleRows) {
     // 3x3 stride 1 over 4+ vectors of channels: run() takes two output rows at a time where
     // their windows are whole (AVX-512 builds, float and double storage), each output with the
-    // bits it gets alone; the
-    // uneven executor of executor_case runs ranges of 1-3 rows, so pairs start at every
-    // parity and rows at a range's end run alone.
+    // bits it gets alone; the uneven executor of executor_case runs ranges of 1-3 rows, so
+    // pairs start at every parity and rows at a range's end run alone.
     avgpool::thread_pool pool(3);
     const bool wide = sizeof(float) * avgpool::detail::vec<float>::width == 64;
     std::mt19937_64 gen(59);
@@ -1187,13 +1183,14 @@ TEST(ChannelsLast, PairedRowsMatchSingleRows) {
     EXPECT_FALSE((avgpool::detail::cl_kernel<float, 2>(avgpool::detail::plan_access::data(*p2), pool_op::average).pairs_rows()));
     avgpool::pool_attrs<2> s1;
     s1.kernel = {3, 3};
-    auto p1 = avgpool::detail::plan_access::create_exact<2>({1, 96, 9, 9}, s1, avgpool::layout::channels_last);
-    ASSERT_TRUE(p1.ok());
     auto p3 = avgpool::detail::plan_access::create_exact<2>({1, 48, 9, 9}, s1, avgpool::layout::channels_last);
     ASSERT_TRUE(p3.ok());
     EXPECT_FALSE((avgpool::detail::cl_kernel<float, 2>(avgpool::detail::plan_access::data(*p3), pool_op::average).pairs_rows()));
 }
 
+// 3-D pools whose first-axis windows overlap over slices larger than L2's share run their
+// output rows second axis first (cl_kernel::columns_first): the same outputs as the
+// reference, the same bits whatever the executor (pieces of rows across images included).
 TEST(ChannelsLast, LargeSlicesRunByColumns) {
     avgpool::pool_attrs<3> a;  // benchdnn's shapes_3d_4 windows
     a.kernel = {4, 2, 3};

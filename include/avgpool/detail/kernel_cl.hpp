@@ -470,6 +470,13 @@ private:
         }
     };
 
+    // The divisors of a row whose outer window has the factor `outer`: the override (backward's
+    // divide_by, else the plan's), or outer times the last axis's factors.
+    row_divisor divisor_of(double outer) const noexcept {
+        const index_t over = divide_by_ > 0 ? divide_by_ : p_.divisor_override;
+        return {over > 0, static_cast<T>(over > 0 ? static_cast<double>(over) : outer), last_div_};
+    }
+
     // One output row: channel blocks, each through tiles of output columns.
     void row(buffers& b, const M* const* rows, index_t n0, index_t n1, double outer, M* dst) const;
     // Output rows whose windows are input rows rows[0 .. 2] and rows[1 .. 3], divisor factor
@@ -621,6 +628,16 @@ private:
     // 1.03-1.06x in a harness. Pairing the register path's rows (3x3 at row stride 1 or 2,
     // fewer channels) was slower, 1.02-1.34x at stride 2 and 1.36-1.59x at stride 1: its
     // second row's column sums leave too few registers.
+    // Both rows' vertical sums at element offset j from four loads: ((q0 + q1) + q2) and
+    // ((q1 + q2) + q3), as fixed_nested_vsum adds a window's rows.
+    AVGPOOL_ALWAYS_INLINE static void pair_column(const M* q0, const M* q1, const M* q2, const M* q3, index_t j,
+                                                  vpair<T>& va, vpair<T>& vb) noexcept {
+        const vpair<T> l0 = vload_as<vpair<T>>(q0 + j), l1 = vload_as<vpair<T>>(q1 + j);
+        const vpair<T> l2 = vload_as<vpair<T>>(q2 + j), l3 = vload_as<vpair<T>>(q3 + j);
+        va = l0 + l1 + l2;
+        vb = l1 + l2 + l3;
+    }
+
     void ring_pair(buffers& b, const M* const* rows, M* dst, bool average, const row_divisor& div) const {
         constexpr int K = 3, S = 1;
         const index_t cb = pair_cb_;
@@ -644,10 +661,8 @@ private:
             }
             const index_t off = x * C + c0;
             for (index_t i = 0; i < cb; i += P) {
-                const index_t j = off + std::min(i, cb - P);
-                const vpair<T> l0 = vload_as<vpair<T>>(rows[0] + j), l1 = vload_as<vpair<T>>(rows[1] + j);
-                const vpair<T> l2 = vload_as<vpair<T>>(rows[2] + j), l3 = vload_as<vpair<T>>(rows[3] + j);
-                const vpair<T> va = l0 + l1 + l2, vb = l1 + l2 + l3;
+                vpair<T> va, vb;
+                pair_column(rows[0], rows[1], rows[2], rows[3], off + std::min(i, cb - P), va, vb);
                 va.a.store(fa + i);
                 va.b.store(fa + i + L);
                 vb.a.store(fb + i);
@@ -684,14 +699,8 @@ private:
                     constexpr int mode = decltype(div_kind)::value;
                     for (index_t i = 0; i < cb; i += P) {
                         const index_t j = std::min(i, cb - P);
-                        // The fresh column of both rows from four loads: ((q0 + q1) + q2) and
-                        // ((q1 + q2) + q3), as fixed_nested_vsum adds a window's rows.
-                        const vpair<T> l0 = vload_as<vpair<T>>(q0 + off + j);
-                        const vpair<T> l1 = vload_as<vpair<T>>(q1 + off + j);
-                        const vpair<T> l2 = vload_as<vpair<T>>(q2 + off + j);
-                        const vpair<T> l3 = vload_as<vpair<T>>(q3 + off + j);
-                        const vpair<T> fa = l0 + l1 + l2;
-                        const vpair<T> fb = l1 + l2 + l3;
+                        vpair<T> fa, fb;  // the fresh column of both rows
+                        pair_column(q0, q1, q2, q3, off + j, fa, fb);
                         fa.a.store(ak + i);
                         fa.b.store(ak + i + L);
                         fb.a.store(bk + i);
@@ -1324,16 +1333,12 @@ auto cl_kernel<T, R, M>::pick_fused() const noexcept -> fused_fn {
 template <class T, std::size_t R, class M>
 void cl_kernel<T, R, M>::row(buffers& b, const M* const* rows, index_t n0, index_t n1, double outer, M* dst) const {
     const bool average = op_ == pool_op::average;
-    const index_t over = divide_by_ > 0 ? divide_by_ : p_.divisor_override;
-    const bool override_div = over > 0;
-    if (average && !override_div && outer == 0.0) {
+    const row_divisor div = divisor_of(outer);
+    if (average && !div.fixed && outer == 0.0) {
         // The outer window counts no tap: every output of the row is empty.
         std::fill(dst, dst + row_out_, M(empty_window_value<T>(p_.empty_window_nan)));
         return;
     }
-    const row_divisor div{override_div,
-                          static_cast<T>(override_div ? static_cast<double>(over) : outer),
-                          last_div_};
     const index_t nrows = n0 * n1;
     if (fused_ != nullptr && nrows >= 1 && nrows <= cl_register_rows) {
         (this->*fused_)(b, rows, n0, n1, dst, average, div);
@@ -1381,11 +1386,7 @@ void cl_kernel<T, R, M>::row(buffers& b, const M* const* rows, index_t n0, index
 
 template <class T, std::size_t R, class M>
 void cl_kernel<T, R, M>::row_pair(buffers& b, const M* const* rows, double outer, M* dst) const {
-    const bool average = op_ == pool_op::average;
-    const index_t over = divide_by_ > 0 ? divide_by_ : p_.divisor_override;
-    const bool override_div = over > 0;
-    const row_divisor div{override_div, static_cast<T>(override_div ? static_cast<double>(over) : outer), last_div_};
-    ring_pair(b, rows, dst, average, div);
+    ring_pair(b, rows, dst, op_ == pool_op::average, divisor_of(outer));
 }
 
 template <class T, std::size_t R, class M>
