@@ -171,6 +171,35 @@ TEST(ChannelsLast, CubicWindowsRank3) {
     }
 }
 
+// Rows narrower than a vector (9-15 channels: past the pixel kernel, under AVX-512's 16
+// lanes) through the row buffer, whose horizontal pass takes one vector an output and unrolls
+// whole windows of 2-4 taps; with 3-D windows of 2-3 x 2-4 rows (their pointers held in
+// registers) and clipped ones at the edges, dilation, ceil rounding, both divisors.
+TEST(ChannelsLast, NarrowRowsAndFixedRowGroups) {
+    std::mt19937_64 gen(43);
+    const avgpool::dims<3> kernels[] = {{2, 4, 3}, {3, 3, 3}, {2, 2, 2}, {3, 2, 4}, {2, 3, 5}, {1, 4, 2}};
+    for (const auto& k : kernels) {
+        for (index_t C : {9, 12, 15, 6}) {
+            for (int mode = 0; mode < 3; ++mode) {
+                avgpool::pool_attrs<3> a;
+                a.kernel = k;
+                a.strides = {2, 2, mode == 1 ? 1 : 2};
+                a.pads_begin = {1, 1, mode == 2 ? 0 : 1};
+                a.pads_end = {0, 1, 0};
+                if (mode == 1) a.dilations = {1, 1, 2};
+                if (mode == 2) a.rounding = avgpool::rounding_type::ceil;
+                a.divisor = mode == 1 ? avgpool::divisor_type::full_kernel : avgpool::divisor_type::exclude_pad;
+                auto plan = avgpool::detail::plan_access::create_exact<3>({1, C, 7, 9, 23}, a, avgpool::layout::channels_last);
+                ASSERT_TRUE(plan.ok());
+                const std::string t = "kernel " + std::to_string(k[0]) + "x" + std::to_string(k[1]) + "x" +
+                                      std::to_string(k[2]) + " C " + std::to_string(C) + " mode " + std::to_string(mode);
+                EXPECT_TRUE((compare_plan<float, 3>(*plan, gen, t))) << t << ": expected the channels-last kernel";
+                EXPECT_TRUE((compare_plan<double, 3>(*plan, gen, t))) << t << ": expected the channels-last kernel";
+            }
+        }
+    }
+}
+
 TEST(ChannelsLast, AdaptiveMatchesReference) {
     adaptive_suite<float, 1>(sweep(60));
     adaptive_suite<float, 2>(sweep(80));

@@ -1155,9 +1155,35 @@ private:
         for (; i < len; ++i) dst[i] = nested_vsum1(rows, n0, n1, off + i);
     }
 
+    // vsum_regs() of N0 x N1 rows, their pointers copied to registers (fixed_nested_vsum):
+    // the same sums in the same order.
+    template <int N0, int N1>
+    static void vsum_fixed(T* dst, const M* const* rows, index_t off, index_t len) noexcept {
+        const M* r[N0 * N1];
+        for (int j = 0; j < N0 * N1; ++j) r[j] = rows[j];
+        index_t i = 0;
+        for (; i + L <= len; i += L) fixed_nested_vsum<T, N0, N1>(r, off + i).store(dst + i);
+        for (; i < len; ++i) dst[i] = nested_vsum1(rows, N0, N1, off + i);
+    }
+
     // dst[i] = nested sum of rows[.][off + i], i < len (n0, n1 >= 1).
     void vsum(buffers& b, T* dst, const M* const* rows, index_t n0, index_t n1, index_t off, index_t len) const {
         if (n0 * n1 <= cl_register_rows) {
+            if constexpr (R == 3) {
+                // 3-D windows of 2-3 x 2-4 rows (2x2x2, 3x3x3, 2x4x3 and their clipped edges):
+                // the generic loop reloaded the row pointers for every vector.
+                if (n0 == 2 || n0 == 3) {
+                    const int key = static_cast<int>(n0 * 8 + n1);
+                    switch (key) {
+                        case 2 * 8 + 2: vsum_fixed<2, 2>(dst, rows, off, len); return;
+                        case 2 * 8 + 3: vsum_fixed<2, 3>(dst, rows, off, len); return;
+                        case 2 * 8 + 4: vsum_fixed<2, 4>(dst, rows, off, len); return;
+                        case 3 * 8 + 2: vsum_fixed<3, 2>(dst, rows, off, len); return;
+                        case 3 * 8 + 3: vsum_fixed<3, 3>(dst, rows, off, len); return;
+                        default: break;
+                    }
+                }
+            }
             if (n0 == 1) {
                 switch (n1) {
                     case 1: vsum_regs<1>(dst, rows, n0, n1, off, len); return;
@@ -1277,6 +1303,35 @@ private:
         }
     }
 
+    // hpass() of a row narrower than a vector (cb_ == C_ < L, the row buffer): one vector an
+    // output, stored whole over the next output's channels (written after it); whole windows of
+    // K taps unrolled. The same sums in the same order, and the same quotients.
+    template <int K>
+    void hpass_narrow(const T* base, index_t x_lo, index_t o0, index_t o1, M* dst, bool average,
+                      const row_divisor& div) const {
+        const index_t C = C_, step = d_ * C;
+        divider dvc;
+        for (index_t ow = o0; ow < o1; ++ow) {
+            const window& w = last_[ow];
+            M* o = dst + ow * C;
+            const index_t room = row_out_ - ow * C;
+            V a;
+            if (K > 0 && w.count == K) {
+                const T* x = base + (w.first - x_lo) * C;
+                a = vload(x);
+                for (int t = 1; t < K; ++t) a = a + vload(x + t * step);
+            } else if (w.count == 0) {
+                put(o, room, average ? V::splat(T(0)) / div.at(ow) : V::splat(T(0)));
+                continue;
+            } else {
+                const T* x = base + (w.first - x_lo) * C;
+                a = vload(x);
+                for (index_t t = 1; t < w.count; ++t) a = a + vload(x + t * step);
+            }
+            put(o, room, average ? dvc(div.scalar(ow))(a) : plus_zero(a));
+        }
+    }
+
     const plan_data<R>& p_;
     pool_op op_;
     index_t divide_by_ = 0;  // > 0: the one divisor of every output (constructor)
@@ -1378,7 +1433,16 @@ void cl_kernel<T, R, M>::row(buffers& b, const M* const* rows, index_t n0, index
             }
             // Whole-vector reads of a flat block's last column reach up to L - 1 past it.
             std::fill(b.buf + len, b.buf + len + L, T(0));
-            hpass(b.buf, cb_, lo, o0, o1, c0, dst, average, div);
+            if (C_ < L) {
+                switch (k_) {
+                    case 2: hpass_narrow<2>(b.buf, lo, o0, o1, dst, average, div); break;
+                    case 3: hpass_narrow<3>(b.buf, lo, o0, o1, dst, average, div); break;
+                    case 4: hpass_narrow<4>(b.buf, lo, o0, o1, dst, average, div); break;
+                    default: hpass_narrow<0>(b.buf, lo, o0, o1, dst, average, div); break;
+                }
+            } else {
+                hpass(b.buf, cb_, lo, o0, o1, c0, dst, average, div);
+            }
             o0 = o1;
         }
     }
