@@ -772,8 +772,32 @@ private:
                 default: return two ? &cf_kernel::hpass<5, 2> : &cf_kernel::hpass<5, 1>;
             }
         }
+        if (d_ > 1 && s_ == 1 && k_ >= 2 && k_ <= 5) {
+            switch (k_) {
+                case 2: return &cf_kernel::hpass_dilated<2>;
+                case 3: return &cf_kernel::hpass_dilated<3>;
+                case 4: return &cf_kernel::hpass_dilated<4>;
+                default: return &cf_kernel::hpass_dilated<5>;
+            }
+        }
         if (s_ <= 2) return &cf_kernel::hpass_any;
         return &cf_kernel::hpass_scalar;
+    }
+
+    // Stride 1, K taps d_ apart: tap j of output u at ph[u + j d_] (a channels-last row of
+    // few channels, flattened: d_ is the channel count). The taps unrolled, as hpass().
+    template <int K>
+    V taps_dilated(const T* ph, index_t u) const noexcept {
+        const T* at = ph + u;
+        V acc = V::load(at);
+        for (int j = 1; j < K; ++j) acc = acc + V::load(at + j * d_);
+        return acc;
+    }
+    template <int K>
+    void hpass_dilated(M* out, index_t wt, const T* ph0, const T*, bool average, const row_divisor& div) const {
+        index_t u = 0;
+        for (; u + L <= wt; u += L) finish(out, u, taps_dilated<K>(ph0, u), average, div);
+        if (u < wt) finish_tail(out, u, wt, taps_dilated<K>(ph0, u), average, div);
     }
 
     // Divides (for averages) and stores the outputs u .. u + L - 1, or only those below wt.
