@@ -203,28 +203,6 @@ inline void vstore_f16(const vec<F>& v, float16* p) noexcept {
     vstore_portable(v, p);
 }
 
-/// Stores lanes 0 .. n - 1 of v at p (the partial vector at a row's end). Element copies, not
-/// memcpy: a call inside a row or column loop made the loop spill its vectors and counters
-/// around it (the 2x2 kernel's row loop: 0.52x the cycles without it).
-template <class T, class M>
-inline void vstore_n(const vec<T>& v, M* p, index_t n) noexcept {
-#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
-    // AVX-512: one masked store (lanes past n are neither written nor faulted on); the element
-    // loop compiled to a `rep movs`, tens of cycles at each row's end (a tenth of the time of
-    // a 9-channel channels-last row).
-    if constexpr (vec<T>::width == 16 && std::is_same<T, float>::value && std::is_same<M, float>::value) {
-        _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), v.v);
-        return;
-    } else if constexpr (vec<T>::width == 8 && std::is_same<T, double>::value && std::is_same<M, double>::value) {
-        _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1u), v.v);
-        return;
-    }
-#endif
-    M tmp[vec<T>::width];
-    vstore(v, tmp);
-    for (index_t i = 0; i < n; ++i) p[i] = tmp[i];
-}
-
 /// dst[i] = src[i] (rounded once to M), i < n.
 template <class T, class M>
 inline void store_n(const T* src, M* dst, std::size_t n) noexcept {
@@ -280,6 +258,33 @@ AVGPOOL_ALWAYS_INLINE __m512 full_load(const float16* p) noexcept {
 #else
 #define AVGPOOL_MASKED_HALF 0
 #endif
+
+/// Stores lanes 0 .. n - 1 of v at p (the partial vector at a row's end). Element copies, not
+/// memcpy: a call inside a row or column loop made the loop spill its vectors and counters
+/// around it (the 2x2 kernel's row loop: 0.52x the cycles without it).
+template <class T, class M>
+inline void vstore_n(const vec<T>& v, M* p, index_t n) noexcept {
+#if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
+    // AVX-512: one masked store (lanes past n are neither written nor faulted on); the element
+    // loop compiled to a `rep movs`, tens of cycles at each row's end (a tenth of the time of
+    // a 9-channel channels-last row).
+    if constexpr (vec<T>::width == 16 && std::is_same<T, float>::value && std::is_same<M, float>::value) {
+        _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), v.v);
+        return;
+#if AVGPOOL_MASKED_HALF
+    } else if constexpr (vec<T>::width == 16 && std::is_same<T, float>::value && sizeof(M) == 2) {
+        masked_store(p, static_cast<__mmask16>((1u << n) - 1u), v.v);  // converted, as vstore
+        return;
+#endif
+    } else if constexpr (vec<T>::width == 8 && std::is_same<T, double>::value && std::is_same<M, double>::value) {
+        _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1u), v.v);
+        return;
+    }
+#endif
+    M tmp[vec<T>::width];
+    vstore(v, tmp);
+    for (index_t i = 0; i < n; ++i) p[i] = tmp[i];
+}
 
 /// Two vectors' worth of consecutive values, for kernels whose arithmetic is lane-wise
 /// between values at the same offset (channels-last: SIMD over channels). Which value sits in

@@ -270,9 +270,11 @@ public:
             global_cb_ = balanced_block(std::max<index_t>(L, (cap / static_cast<index_t>(R + 1)) / L * L - L));
         }
         by_columns_ = !slices_ && columns_first(p);
-        // Rows whose taps all fit the buffer at once (most): their one tile, found once here
-        // rather than by scanning the windows for every row (a quarter of a 9-channel row's time).
-        if (blk.ok) one_tile_ = next_tile(0, cap / cb_, tile_lo_, tile_hi_) == Wo_;
+        // Rows of the row path whose taps all fit the buffer at once (most): their one tile,
+        // found once here rather than by scanning the windows for every row (a quarter of a
+        // 9-channel row's time). Not for plans the fused paths take: a scan per call cost as
+        // much as a whole 1-D call (32 x 100, 3-wide stride 2: 150 -> 500 ns).
+        if (blk.ok && fused_ == nullptr && !slices_) one_tile_ = next_tile(0, cap / cb_, tile_lo_, tile_hi_) == Wo_;
     }
 
     /// Output rows of the whole batch: the executor's work items.
@@ -1308,10 +1310,9 @@ private:
 
     // The longest run of outputs from o0 whose taps fit `cols` columns of the buffer (any
     // window alone does): returns its end, and sets [lo, hi), the input columns it reads.
-    index_t next_tile(index_t o0, index_t cols, index_t& lo, index_t& hi) const noexcept {
-        index_t o1 = o0;
+    index_t next_tile(index_t o0, index_t cols, index_t& lo_out, index_t& hi_out) const noexcept {
+        index_t o1 = o0, lo = 0, hi = 0;  // (locals: the references may be members)
         bool any = false;
-        lo = hi = 0;
         for (; o1 < Wo_; ++o1) {
             const window& w = last_[o1];
             if (w.count == 0) continue;
@@ -1323,6 +1324,8 @@ private:
             hi = nhi;
             any = true;
         }
+        lo_out = lo;
+        hi_out = hi;
         return o1;
     }
 
