@@ -259,23 +259,19 @@ AVGPOOL_ALWAYS_INLINE __m512 full_load(const float16* p) noexcept {
 #define AVGPOOL_MASKED_HALF 0
 #endif
 
-/// Stores lanes 0 .. n - 1 of v at p (the partial vector at a row's end). Element copies, not
-/// memcpy: a call inside a row or column loop made the loop spill its vectors and counters
-/// around it (the 2x2 kernel's row loop: 0.52x the cycles without it).
+/// Stores lanes 0 .. n - 1 of v at p (the partial vector at a row's end). With AVX-512 one
+/// masked store (lanes past n are neither written nor faulted on): element copies compiled to
+/// a `rep movs`, tens of cycles at each row's end (a tenth of a 9-channel channels-last row's
+/// time). Otherwise element copies, not memcpy: a call inside a row or column loop made the
+/// loop spill its vectors and counters around it (the 2x2 kernel's row loop: 0.52x the cycles
+/// without it).
 template <class T, class M>
 inline void vstore_n(const vec<T>& v, M* p, index_t n) noexcept {
 #if AVGPOOL_HAS_XSIMD && defined(__AVX512F__)
-    // AVX-512: one masked store (lanes past n are neither written nor faulted on); the element
-    // loop compiled to a `rep movs`, tens of cycles at each row's end (a tenth of the time of
-    // a 9-channel channels-last row).
-    if constexpr (vec<T>::width == 16 && std::is_same<T, float>::value && std::is_same<M, float>::value) {
-        _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1u), v.v);
+    if constexpr (vec<T>::width == 16 && std::is_same<T, float>::value &&
+                  (std::is_same<M, float>::value || (AVGPOOL_MASKED_HALF && sizeof(M) == 2))) {
+        masked_store(p, static_cast<__mmask16>((1u << n) - 1u), v.v);  // 16-bit: converted, as vstore
         return;
-#if AVGPOOL_MASKED_HALF
-    } else if constexpr (vec<T>::width == 16 && std::is_same<T, float>::value && sizeof(M) == 2) {
-        masked_store(p, static_cast<__mmask16>((1u << n) - 1u), v.v);  // converted, as vstore
-        return;
-#endif
     } else if constexpr (vec<T>::width == 8 && std::is_same<T, double>::value && std::is_same<M, double>::value) {
         _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1u), v.v);
         return;

@@ -1341,17 +1341,15 @@ private:
             const window& w = last_[ow];
             M* o = dst + ow * C;
             const index_t room = row_out_ - ow * C;
-            V a;
-            if (K > 0 && w.count == K) {
-                const T* x = base + (w.first - x_lo) * C;
-                a = vload(x);
-                for (int t = 1; t < K; ++t) a = a + vload(x + t * step);
-            } else if (w.count == 0) {
+            if (w.count == 0) {
                 put(o, room, average ? V::splat(T(0)) / div.at(ow) : V::splat(T(0)));
                 continue;
+            }
+            const T* x = base + (w.first - x_lo) * C;
+            V a = vload(x);
+            if (K > 0 && w.count == K) {
+                for (int t = 1; t < K; ++t) a = a + vload(x + t * step);
             } else {
-                const T* x = base + (w.first - x_lo) * C;
-                a = vload(x);
                 for (index_t t = 1; t < w.count; ++t) a = a + vload(x + t * step);
             }
             put(o, room, average ? dvc(div.scalar(ow))(a) : plus_zero(a));
