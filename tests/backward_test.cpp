@@ -587,6 +587,59 @@ TEST(Backward, ChannelsLastFlipPreference) {
     }
 }
 
+// 3x3 stride 1 channels-last over more than 256 bytes of channels, where backward may take the
+// flipped sum in pairs of output rows (AVX-512: always with one divisor, else on planes of at
+// most flip_pairs_max_rows rows; its ring then holds four slabs): heights 5-24 (pairs, a row
+// left alone), pads 0-2 on each side, every divisor mode, one and two images. Against the
+// reference; the kernel's rows split at a random point match one call bit for bit (pairs on
+// either side of the cut), a thread pool's result is the sequential one, and float16 storage
+// gives float's result on the rounded gradients, rounded once.
+TEST(Backward, ChannelsLastFlipPairs) {
+    std::mt19937_64 gen(9191);
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    const index_t channels[] = {65, 100, 144};
+    const bool wide = avgpool::detail::vec<float>::width * sizeof(float) == 64;
+    avgpool::thread_pool pool(2);
+    const int cases = avgpool_test::under_asan ? 20 : 40;
+    int paired = 0;
+    for (int c = 0; c < cases; ++c) {
+        const avgpool::dims<4> s{pick(1, 2), channels[static_cast<std::size_t>(c) % 3], pick(5, 24), pick(5, 14)};
+        avgpool::pool_attrs<2> a;
+        a.kernel = {3, 3};
+        a.pads_begin = {pick(0, 2), pick(0, 2)};
+        a.pads_end = {pick(0, 2), pick(0, 2)};
+        const index_t mode = pick(0, 3);
+        a.divisor = mode == 0 ? avgpool::divisor_type::include_pad : avgpool::divisor_type::exclude_pad;
+        if (mode == 3) a.divisor_override = pick(1, 9);
+        auto plan = avgpool::detail::plan_access::create_exact<2>(s, a, avgpool::layout::channels_last);
+        ASSERT_TRUE(plan.ok());
+        SCOPED_TRACE(describe<2>(s, a, "case " + std::to_string(c)));
+        const auto& d = avgpool::detail::plan_access::data(*plan);
+        ASSERT_TRUE((avgpool::detail::backward_flip_applicable<float, 2>(d)));
+        EXPECT_EQ((avgpool::detail::backward_flip_pairs_candidate<float, 2>(d)), wide);
+        const avgpool::detail::backward_cl_flip<float, 2> k(d);
+        ASSERT_TRUE(k.usable());
+        if (k.pairs_win()) ++paired;
+        expect_fast_matches<float, 2>(*plan, gen, false);
+        if (::testing::Test::HasFatalFailure()) return;
+        const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
+        std::vector<float> g(static_cast<std::size_t>(plan->output_size()));
+        avgpool_test::uniform<double> dist(-1, 1);
+        for (float& v : g) v = static_cast<float>(dist(gen));
+        expect_split_and_storage<avgpool::float16>(*plan, k, g, pick(0, k.items()));
+        if (::testing::Test::HasFatalFailure()) return;
+        std::vector<float> seq(n_in, -7.0f), pooled(n_in, -7.0f);
+        ASSERT_TRUE(plan->backward(g.data(), seq.data()).ok());
+        ASSERT_TRUE(plan->backward(g.data(), pooled.data(), pool).ok());
+        ASSERT_EQ(0, std::memcmp(seq.data(), pooled.data(), n_in * sizeof(float))) << "thread_pool(2)";
+    }
+    if (wide) {
+        EXPECT_GT(paired, cases / 2);
+    } else {
+        EXPECT_EQ(paired, 0);
+    }
+}
+
 TEST(Backward, ChannelsLastFlipped) {
     // The ring of divided gradients stays within flip_ring_bytes (16 MiB): a 1-D image is one
     // slab, so rows of 64 floats x 70000 outputs (17.9 MB) keep the gathering kernel.

@@ -972,11 +972,14 @@ status pooling<R>::run_backward(const T* grad_out, T* grad_in, const detail::exe
             }
             return status{};
         }
-        if (detail::backward_flip_applicable<U, R>(d_) && detail::backward_flip_preferred<U, R>(d_)) {
-            const detail::backward_cl_flip<U, R, T> kernel(d_);
-            if (kernel.usable()) {
-                exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
-                return status{};
+        if (detail::backward_flip_applicable<U, R>(d_)) {
+            const bool preferred = detail::backward_flip_preferred<U, R>(d_);
+            if (preferred || detail::backward_flip_pairs_candidate<U, R>(d_)) {
+                const detail::backward_cl_flip<U, R, T> kernel(d_);
+                if (kernel.usable() && (preferred || kernel.pairs_win())) {
+                    exec(kernel.items(), [&kernel, grad_out, grad_in](index_t b, index_t e) { kernel.run(grad_out, grad_in, b, e); });
+                    return status{};
+                }
             }
         }
         if (d_.memory_layout == layout::channels_last && detail::backward_cl_applicable<U, R>(d_)) {

@@ -1272,11 +1272,17 @@ constexpr index_t flip_strided_min_bytes = 256;
 constexpr index_t flip_ring_bytes = index_t(16) << 20;
 
 /// The ring slots backward_cl_flip keeps (first-axis slabs of divided gradients): the most
-/// outputs tapping an input along the first axis, the flipped kernel's; one slab for R = 1.
+/// outputs tapping an input along the first axis, the flipped kernel's, and for R = 2 one
+/// more (the sum may ask for two output rows' rows at once: ring_pair); one slab for R = 1.
 template <std::size_t R>
 index_t flip_ring_slots(const plan_data<R>& p) noexcept {
-    return R == 1 ? 1 : p.bwd().flipped->geometry.kernel[0];
+    return R == 1 ? 1 : p.bwd().flipped->geometry.kernel[0] + (R == 2 ? 1 : 0);
 }
+
+// Plane rows up to which the flipped sum in pairs of output rows beats the gathering kernel
+// where gradients must be divided first (exclude-pad 3x3 stride 1, AVX-512; see
+// backward_flip_pairs_candidate).
+constexpr index_t flip_pairs_max_rows = 20;
 
 /// Whether backward_cl_flip serves this plan for elements computed in T: at least a vector of
 /// channels, divisors exact in T, and the forward kernel taking the flipped plan.
@@ -1309,13 +1315,38 @@ bool backward_flip_preferred(const plan_data<R>& p) noexcept {
     return max_cover<R>(p, R - 1) > 3;
 }
 
+/// Where backward_flip_preferred says no, whether the flipped sum may still win by pairing
+/// output rows (ring_pair: 2-D 3x3 stride 1 in 64-byte vectors, over more than 256 bytes of
+/// channels); backward_cl_flip::pairs_win() then decides, on the kernel it builds. The paired
+/// forward sum changed the balance session 57 measured: on a Zen 5 (harness, float, one
+/// thread, alternating runs), the flipped sum took about the forward time where every window
+/// has one divisor (the gradients read in place: 1024x8x8 7.4-7.6 us against the gathering
+/// kernel's 11.9-14.3, 512x17x17 16.5-17.3 against 23.3-23.8, 192x35x35 29.9-31.3 against
+/// 37.4-37.8), and, with the gradients divided into the ring first
+/// (exclude-pad), 0.75-0.85x the gathering kernel's time on planes of 8 to 17 rows (1024x8x8,
+/// 512x14x14, 512x17x17, 2048x8x8, 1280x8x8), 0.95-1.09x on 28 and 35 rows (128x28x28,
+/// 96x35x35, 192x35x35, 256x35x35): flip_pairs_max_rows. At stride 2 the gathering kernel
+/// stayed as fast or faster (144x28x28 5.4 against 7.5-8.5 us), so that keeps those plans.
+/// (16-bit storage takes the same kernel as float, unpaired there, for float's bits rounded.)
+template <class T, std::size_t R>
+bool backward_flip_pairs_candidate(const plan_data<R>& p) noexcept {
+    if constexpr (R != 2) {
+        (void)p;
+        return false;
+    } else {
+        const pool_geometry<R>& g = p.geometry;
+        return vec<T>::width * sizeof(T) == 64 && g.kernel[0] == 3 && g.kernel[1] == 3 && g.strides[0] == 1 &&
+               g.strides[1] == 1 && g.dilations[0] == 1 && g.dilations[1] == 1;
+    }
+}
+
 /// The channels-last backward as a forward sum (flip_geometry): the outputs whose windows tap
 /// an input are the ones the flipped window at that input covers (at stride 1 a pooling
 /// window itself, at larger strides a window of the cover tables), so grad_in is the forward
 /// kernel's sum over the flipped plan of the gradients divided by their divisors. Each
 /// gradient is divided once per chunk: the first-axis slabs a row gathers (a row of outputs
 /// for R = 2, a plane for R = 3, the whole image for R = 1) are divided into a ring of
-/// kernel[0] slots as the rows ask for them, and stay there for the rows after. The forward
+/// flip_ring_slots slots as the rows ask for them, and stay there for the rows after. The forward
 /// kernel's separable sum then reads each divided value from L1 or L2, where the gathering
 /// kernel (backward_cl) divided the same rows again for every input row that taps them.
 /// Where every window has one divisor (one_divisor), the sum reads the gradients in place and
@@ -1348,6 +1379,12 @@ public:
     /// False when the sum would read whole slices of the image (it asks for rows only).
     bool usable() const noexcept { return !sum_.reads_slices(); }
 
+    /// Whether the sum pairs output rows and that wins here (backward_flip_pairs_candidate):
+    /// always with one divisor, else on planes of at most flip_pairs_max_rows rows.
+    bool pairs_win() const noexcept {
+        return R == 2 && sum_.pairs_rows() && (one_ > 0 || p_.geometry.input[0] <= flip_pairs_max_rows);
+    }
+
     /// Input rows of every image: the work items of run().
     index_t items() const noexcept { return sum_.items(); }
 
@@ -1375,7 +1412,8 @@ public:
             return dst + i1 * row_;
         };
         if constexpr (std::is_same<T, M>::value) {
-            sum_.run_rows(grad_in, item_begin, item_end, row_at);
+            // (Pairs of output rows ask for four rows at once: the ring has a slot for each.)
+            sum_.run_rows(grad_in, item_begin, item_end, row_at, 0, R == 2);
         } else {
             T* const sums = base + slots_ * slab_;
             for (index_t item = item_begin; item < item_end; ++item) {
