@@ -1055,6 +1055,58 @@ TEST(ChannelsLast, PixelKernelExecutorsAndEmptyWindows) {
     }
 }
 
+// The pixel backward copies an input row (or 3-D slice) that the same outputs tap as the one
+// before it (a window stride as long as the window on an outer axis): the copies equal the
+// reference, and every split of the rows, which computes a row whose twin lies outside its
+// range, gives the same bits.
+template <std::size_t R>
+void pixel_backward_repeats(const avgpool::dims<R + 2>& shape, const avgpool::pool_attrs<R>& a) {
+    namespace dt = avgpool::detail;
+    auto plan = avgpool::pooling<R>::create(shape, a, avgpool::layout::channels_last);
+    ASSERT_TRUE(plan.ok());
+    EXPECT_EQ(dt::plan_access::pixels_backward(*plan), AVGPOOL_PERM_KERNEL != 0);
+    const auto& d = dt::plan_access::data(*plan);
+    std::mt19937_64 gen(61 + R);
+    const std::vector<float> g = random_input<float>(static_cast<std::size_t>(plan->output_size()), gen);
+    std::vector<float> gabs(g.size());
+    for (std::size_t i = 0; i < g.size(); ++i) gabs[i] = std::fabs(g[i]);
+    const std::size_t ni = static_cast<std::size_t>(plan->input_size());
+    std::vector<float> whole(ni, 1e30f), split(ni, -1e30f), ref(ni), ref_abs(ni);
+    ASSERT_TRUE(plan->backward(g.data(), whole.data()).ok());
+    auto uneven = [](index_t count, auto&& fn) {
+        for (index_t b = 0, step = 1; b < count; b += step, step = step % 4 + 1) fn(b, std::min(count, b + step));
+    };
+    ASSERT_TRUE(plan->backward(g.data(), split.data(), uneven).ok());
+    EXPECT_EQ(0, std::memcmp(whole.data(), split.data(), ni * sizeof(float)));
+    const index_t planes = shape[0] * shape[1];
+    dt::reference_backward<float, R>(d, g.data(), ref.data(), 0, planes);
+    dt::reference_backward<float, R>(d, gabs.data(), ref_abs.data(), 0, planes);
+    double terms = 1;  // (few_channels_suite's bound)
+    for (std::size_t ax = 0; ax < R; ++ax) terms *= static_cast<double>(std::max<index_t>(1, dt::max_cover<R>(d, ax)));
+    for (std::size_t i = 0; i < ni; ++i)
+        ASSERT_NEAR(static_cast<double>(whole[i]), static_cast<double>(ref[i]), 2 * (terms + 2) * 0x1p-24 * static_cast<double>(ref_abs[i]))
+            << "backward input " << i;
+}
+
+TEST(ChannelsLast, PixelBackwardRepeatedRows) {
+    avgpool::pool_attrs<2> a2;  // rows in pairs (2 over 2), columns at stride 2
+    a2.kernel = {2, 3};
+    a2.strides = {2, 2};
+    a2.pads_begin = {1, 1};
+    a2.pads_end = {1, 2};
+    pixel_backward_repeats<2>({2, 3, 9, 12}, a2);
+    avgpool::pool_attrs<3> a3;  // shapes_3d_1's windows: slices in pairs, rows apart
+    a3.kernel = {2, 3, 4};
+    a3.strides = {2, 2, 2};
+    a3.pads_begin = {1, 1, 1};
+    a3.pads_end = {1, 2, 3};
+    pixel_backward_repeats<3>({1, 8, 6, 7, 10}, a3);
+    a3.kernel = {2, 2, 3};  // both: slices and rows in pairs
+    a3.pads_begin = {0, 0, 1};
+    a3.pads_end = {0, 0, 1};
+    pixel_backward_repeats<3>({1, 5, 4, 6, 9}, a3);
+}
+
 // forward() dispatches channels-last plans to the kernel: its result is the kernel's, bit for
 // bit, and an empty-window NaN survives.
 TEST(ChannelsLast, ForwardUsesKernel) {

@@ -208,16 +208,6 @@ void build_backward_cl_facts(const plan_data<R>& p) {
     }
 }
 
-/// Whether input x of outer axis a gathers exactly the outputs x - 1 does. Without dilation
-/// every output whose span reaches an input taps it (adaptive spans are their windows), so
-/// equal cover ranges mean equal sets; with dilation, say no.
-template <std::size_t R>
-bool same_taps_as_previous(const plan_data<R>& p, std::size_t a, index_t x) noexcept {
-    if (x == 0 || p.geometry.dilations[a] != 1) return false;
-    const window c = p.cover(a, x), b = p.cover(a, x - 1);
-    return c.first == b.first && c.count == b.count;
-}
-
 /// backward_cf's row tables: for each outer input row, the outer output rows that tap it
 /// (first-axis outputs outer, as the cover tables order them) and an earlier row with the same
 /// ones. (Any vectors: the plan's, or a call's own on scratch_allocator, each reserved once to

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -566,6 +567,14 @@ public:
         const index_t row_in = W_ * C_, row_out = Wo_ * C_;
         for (index_t item = item_begin; item < item_end; ++item) {
             const index_t n = item / in_rows_, r = item % in_rows_;
+            M* const dst = grad_in + item * row_in;
+            // A row that the same outputs tap as an earlier row of this range (the next slice,
+            // or the next row, of a window stride as long as the window) is a copy of it: the
+            // same sums, so the same bits.
+            if (const index_t back = repeats(r); back > 0 && item - back >= item_begin) {
+                std::memcpy(dst, dst - back * row_in, static_cast<std::size_t>(row_in) * sizeof(M));
+                continue;
+            }
             const M* const g_img = grad_out + n * out_rows_ * row_out;
             index_t nr = 0;
             // The output rows whose windows tap input row r, with their outer divisor factors.
@@ -598,12 +607,26 @@ public:
                 });
             }
             gather(gbuf, rows, factor, nr);
-            M* const dst = grad_in + item * row_in;
             (this->*expand_)(gbuf, dst);
         }
     }
 
 private:
+    // How many rows back input row r (outer index) has an earlier row with the same covering
+    // outputs, or 0: the previous slice (R = 3), else the previous row.
+    index_t repeats(index_t r) const noexcept {
+        if constexpr (R == 2) {
+            return same_taps_as_previous<R>(p_, 0, r) ? 1 : 0;
+        } else if constexpr (R == 3) {
+            const index_t H = p_.geometry.input[1];
+            if (same_taps_as_previous<R>(p_, 0, r / H)) return H;
+            return same_taps_as_previous<R>(p_, 1, r % H) ? 1 : 0;
+        } else {
+            (void)r;
+            return 0;
+        }
+    }
+
     // Step 1: the covering rows' gradients, each divided (times 1 / divisor), summed.
     void gather(float* gbuf, const M* const* rows, const float* factor, index_t nr) const {
         const index_t lo = sh_.margin * C_, len = Wo_ * C_;

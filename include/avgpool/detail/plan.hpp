@@ -398,6 +398,16 @@ inline T from_double(double v) noexcept {
     }
 }
 
+/// Whether input x of outer axis a gathers exactly the outputs x - 1 does. Without dilation
+/// every output whose span reaches an input taps it (adaptive spans are their windows), so
+/// equal cover ranges mean equal sets; with dilation, say no.
+template <std::size_t R>
+bool same_taps_as_previous(const plan_data<R>& p, std::size_t a, index_t x) noexcept {
+    if (x == 0 || p.geometry.dilations[a] != 1) return false;
+    const window c = p.cover(a, x), b = p.cover(a, x - 1);
+    return c.first == b.first && c.count == b.count;
+}
+
 /// The value written for a window with no counted tap.
 template <class T>
 inline T empty_window_value(bool nan) noexcept {
