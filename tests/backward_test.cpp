@@ -430,11 +430,12 @@ void cl_vs_reference(int cases, index_t max_extent, index_t max_last) {
 // adds into a zeroed grad_input: a -0 gradient gives +0), bit for bit, for special values
 // too: signed zeros, infinities, NaN, the largest finite value, subnormals.
 // 2x2 stride 2 with ceil rounding on 7 columns (the last window one column wide), so
-// divisors 4 and 2, which the kernel divides by a multiply; channels past a whole vector; the
+// divisors 4 and 2, which the kernel divides by a multiply; channels past a whole vector, and
+// past two of the blocks of vectors that the direct path stores to every tap at once; the
 // rows split anywhere.
 template <class T>
-void non_overlapping_exact() {
-    constexpr index_t C = 2 * static_cast<index_t>(avgpool::detail::vec<T>::width) + 3, H = 6, W = 7;
+void non_overlapping_exact(index_t C) {
+    constexpr index_t H = 6, W = 7;
     avgpool::pool_attrs<2> a;
     a.kernel = {2, 2};
     a.strides = {2, 2};
@@ -489,8 +490,12 @@ void non_overlapping_exact() {
 }
 
 TEST(Backward, NonOverlappingQuotientsExact) {
-    non_overlapping_exact<float>();
-    non_overlapping_exact<double>();
+    namespace dt = avgpool::detail;
+    for (const index_t blocks : {0, 2}) {
+        SCOPED_TRACE(std::to_string(blocks) + " blocks of vectors");
+        non_overlapping_exact<float>((2 + blocks * dt::bw_cl_spread_block) * static_cast<index_t>(dt::vec<float>::width) + 3);
+        non_overlapping_exact<double>((2 + blocks * dt::bw_cl_spread_block) * static_cast<index_t>(dt::vec<double>::width) + 3);
+    }
 }
 
 TEST(Backward, ChannelsLastMatchesReference) {
