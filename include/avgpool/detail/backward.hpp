@@ -291,11 +291,11 @@ bool backward_cf_applicable(const plan_data<R>& p) noexcept {
 // 3x3 stride 2 on 1536x7x7 8.1 -> 6.9 us, 24x56x56 8.3 -> 6.9; where rows have no home, the
 // per-row path was faster past 4 KB (64x32x32 3x3 stride 1 10.2 against 11.4 us), and
 // non-overlapping windows keep their direct path (2x2 stride 2 on 1024x14x14 16.2 against 18.9).
+constexpr index_t bw_cl_expand_bytes = 4096;
+constexpr index_t bw_cl_expand_row = 16384;
 // Vectors of quotients backward_cl's divide_into_columns stores to every tap of a column
 // before the next ones.
 constexpr index_t bw_cl_spread_block = 8;
-constexpr index_t bw_cl_expand_bytes = 4096;
-constexpr index_t bw_cl_expand_row = 16384;
 // Expanded rows a backward_cl call keeps at most (the ring: a plane of rows per first-axis
 // output covering one input), and their values.
 constexpr index_t bw_cl_expand_slots = 256;
