@@ -262,7 +262,8 @@ TEST(ChannelsLast, GlobalAndWideShapes) {
 // The global path: C >= one vector (16 floats with AVX-512, hence C of 16 and more), any
 // number of input rows (more than the row path's list of 1024), last axes longer and shorter
 // than one pass of positions, channel blocks with the last block shifted back, C not a
-// multiple of the vector width; every rank, both types.
+// multiple of the vector width, blocks summed in registers and blocks summed position by
+// position into the buffer (more than two register blocks); every rank, both types.
 TEST(ChannelsLast, GlobalPathAnyExtent) {
     std::mt19937_64 gen(29);
     auto check = [&](auto shape, const std::string& t) {
@@ -288,6 +289,7 @@ TEST(ChannelsLast, GlobalPathAnyExtent) {
     check(avgpool::dims<4>{2, 2051, 3, 17}, "2-D C 2051");
     check(avgpool::dims<4>{1, 16, 1, 8}, "2-D one pass");
     check(avgpool::dims<5>{1, 1030, 3, 2, 5}, "3-D C 1030");
+    check(avgpool::dims<5>{2, 2051, 2, 3, 2}, "3-D C 2051");  // channel blocks of whole rows
     check(avgpool::dims<5>{1, 21, 40, 30, 2}, "3-D 1200 rows");
 }
 
