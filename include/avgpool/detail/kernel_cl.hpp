@@ -1101,7 +1101,9 @@ private:
     }
 
     // Per vector v: s = the sum of positions q, q + C, .., q + (m - 1) C, then tgt = s, or with
-    // Add tgt += s. Up to global_vectors vectors at a time, position by position: each
+    // Add tgt += s (blocks of more than 2 global_vectors vectors: tgt (with Add) + position 0
+    // + position 1 + ..., left to right, global_pass_rows). Up to global_vectors vectors at a
+    // time, position by position: each
     // position's channels are read in memory order, as many sums in flight (and two per
     // vector, even and odd positions, for up to four vectors: one add's latency a position).
     // Before, a vector at a time over passes of 8 positions: 96x56x56 took 9.7 us, a third
