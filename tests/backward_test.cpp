@@ -748,7 +748,8 @@ TEST(Backward, GlobalMatchesReference) {
 
 // Global pools (backward_cl_global, backward_cf_global): one share per input, so
 // bit-identical to the reference: channel counts around a vector's width, channels-last rows
-// wider than the pattern (4096 floats), channels-first planes below, at and above a vector
+// longer than the pattern (one position of 1 KiB or more, else up to 16 KiB of positions),
+// channels-first planes below, at and above a vector
 // with grad_in off the vector alignment, every divisor type, pads, the override, -0 gradients
 // (+0 out), and split over threads in uneven chunks.
 template <class T, std::size_t R>
@@ -759,11 +760,15 @@ void global_vs_reference(int cases, avgpool::layout layout) {
     for (int c = 0; c < cases; ++c) {
         avgpool::dims<R + 2> s{};
         s[0] = pick(1, 3);
-        s[1] = c % 4 == 0 ? pick(300, 700) : c % 4 == 2 && R >= 2 ? 1 : pick(1, 20);
+        // c % 8 == 4: positions under 1 KiB, rows longer than the pattern of 16 KiB made of them
+        s[1] = c % 8 == 4 ? pick(60, 200) : c % 4 == 0 ? pick(300, 700) : c % 4 == 2 && R >= 2 ? 1 : pick(1, 20);
         avgpool::pool_attrs<R> a;
         for (std::size_t ax = 0; ax < R; ++ax) {
             // c % 4 == 2: one plane past several of the channels-first kernel's work blocks
-            s[ax + 2] = ax + 1 == R && c % 4 == 0 ? pick(10, 20) : c % 4 == 2 && R >= 2 && ax < 2 ? pick(60, 130) : pick(1, 6);
+            s[ax + 2] = ax + 1 == R && c % 8 == 4   ? pick(90, 130)
+                        : ax + 1 == R && c % 4 == 0 ? pick(10, 20)
+                        : c % 4 == 2 && R >= 2 && ax < 2 ? pick(60, 130)
+                                                         : pick(1, 6);
             a.pads_begin[ax] = pick(0, 1);
             a.pads_end[ax] = pick(0, 1);
             a.kernel[ax] = s[ax + 2] + a.pads_begin[ax] + a.pads_end[ax];
