@@ -645,6 +645,82 @@ TEST(Backward, ChannelsLastFlipPairs) {
     }
 }
 
+// 2-D stride 1 channels-last whose windows all share the largest divisor but on the border
+// (exclude-pad, at most an eighth of the outputs on it, 256 bytes of channels or more): the
+// flipped sum divides by that divisor and each input then adds its border outputs'
+// corrections (border_divisor). Kernels 1-5 per axis, pads 0 to kernel - 1, planes of 24-48,
+// channel counts at, past and not multiples of a vector, one and two images, float and double. Against the reference; the
+// rows split at a random point match one call bit for bit, as do a thread pool's; 16-bit
+// storage gives float's result on the rounded gradients, rounded once; all gradients -0
+// give +0, and an infinite gradient on the border reaches every input its window holds.
+template <class T>
+void cl_flip_borders(int cases) {
+    std::mt19937_64 gen(7373 + sizeof(T));
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    const index_t channels[] = {64, 65, 80, 100, 144, 200};
+    avgpool::thread_pool pool(2);
+    int corrected = 0;
+    for (int c = 0; c < cases; ++c) {
+        avgpool::dims<4> s{pick(1, 2), channels[static_cast<std::size_t>(c) % 6], pick(24, 48), pick(24, 48)};
+        avgpool::pool_attrs<2> a;
+        for (std::size_t ax = 0; ax < 2; ++ax) {
+            a.kernel[ax] = pick(1, 5);
+            a.pads_begin[ax] = pick(0, a.kernel[ax] - 1);
+            a.pads_end[ax] = pick(0, a.kernel[ax] - 1);
+        }
+        a.divisor = avgpool::divisor_type::exclude_pad;
+        auto plan = avgpool::detail::plan_access::create_exact<2>(s, a, avgpool::layout::channels_last);
+        ASSERT_TRUE(plan.ok());
+        SCOPED_TRACE(describe<2>(s, a, "case " + std::to_string(c)));
+        const auto& d = avgpool::detail::plan_access::data(*plan);
+        if (!avgpool::detail::backward_flip_applicable<T, 2>(d)) continue;
+        const avgpool::detail::backward_cl_flip<T, 2> k(d);
+        if (!k.usable() || !k.border_corrected()) continue;
+        ++corrected;
+        const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), n_out = static_cast<std::size_t>(plan->output_size());
+        std::vector<T> g(n_out);
+        avgpool_test::uniform<double> dist(-1, 1);
+        for (T& v : g) v = static_cast<T>(dist(gen));
+        // The kernel itself against the reference (backward() may pick the gathering kernel).
+        std::vector<T> ref(n_in), abs_ref(n_in), g_abs(n_out), got(n_in, T(-7));
+        avgpool::detail::reference_backward<T, 2>(d, g.data(), ref.data(), 0, s[0] * s[1]);
+        for (std::size_t i = 0; i < n_out; ++i) g_abs[i] = std::abs(g[i]);
+        avgpool::detail::reference_backward<T, 2>(d, g_abs.data(), abs_ref.data(), 0, s[0] * s[1]);
+        k.run(g.data(), got.data(), 0, k.items());
+        const double terms = static_cast<double>(a.kernel[0] * a.kernel[1]);
+        const double eps = sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
+        for (std::size_t i = 0; i < n_in; ++i) {
+            const double tol = 2 * (terms + 2) * eps * static_cast<double>(abs_ref[i]);
+            ASSERT_NEAR(static_cast<double>(got[i]), static_cast<double>(ref[i]), tol) << "input " << i;
+        }
+        expect_split_and_storage<avgpool::float16>(*plan, k, g, pick(0, k.items()));
+        if (::testing::Test::HasFatalFailure()) return;
+        std::vector<T> seq(n_in, T(-7)), pooled(n_in, T(-7));
+        ASSERT_TRUE(plan->backward(g.data(), seq.data()).ok());
+        ASSERT_TRUE(plan->backward(g.data(), pooled.data(), pool).ok());
+        ASSERT_EQ(0, std::memcmp(seq.data(), pooled.data(), n_in * sizeof(T))) << "thread_pool(2)";
+        // -0 everywhere: +0 out.
+        std::fill(g.begin(), g.end(), T(-0.0));
+        k.run(g.data(), got.data(), 0, k.items());
+        for (std::size_t i = 0; i < n_in; ++i) {
+            ASSERT_EQ(got[i], T(0)) << "-0 gradients, input " << i;
+            ASSERT_FALSE(std::signbit(got[i])) << "-0 gradients, input " << i;
+        }
+        // Infinity at the first output (a corner: on the border where a pad is): every input
+        // its window holds is infinite, the others 0.
+        g[0] = std::numeric_limits<T>::infinity();
+        k.run(g.data(), got.data(), 0, k.items());
+        avgpool::detail::reference_backward<T, 2>(d, g.data(), ref.data(), 0, s[0] * s[1]);
+        for (std::size_t i = 0; i < n_in; ++i) ASSERT_EQ(got[i], ref[i]) << "infinite gradient, input " << i;
+    }
+    EXPECT_GT(corrected, cases / 4);
+}
+
+TEST(Backward, ChannelsLastFlipBorders) {
+    cl_flip_borders<float>(avgpool_test::under_asan ? 16 : 40);
+    cl_flip_borders<double>(avgpool_test::under_asan ? 8 : 20);
+}
+
 TEST(Backward, ChannelsLastFlipped) {
     // The ring of divided gradients stays within flip_ring_bytes (16 MiB): a 1-D image is one
     // slab, so rows of 64 floats x 70000 outputs (17.9 MB) keep the gathering kernel.
