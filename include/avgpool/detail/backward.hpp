@@ -1488,7 +1488,7 @@ private:
                 for (index_t o = 0; o < g.output[a]; ++o) at_most[a] += w[o].divisor == most[a];
             }
             // Up to an eighth of the outputs on the border, rows of 256 bytes and more (harness,
-            // one thread, Zen 5: 192-288 channels of 35x35 3x3 exclude-pad 0.8-0.9x the time
+            // one thread, Zen 5: 192-288 channels of 35x35 3x3 exclude-pad 0.69-0.90x the time
             // with AVX-512, 0.85-0.96x with AVX2; 768x17x17, 22% on the border, 0.92-1.07x;
             // 32 channels of 32x32 1.2-1.3x with AVX2, its corrections mostly overhead).
             const index_t outputs = g.output[0] * g.output[1];
