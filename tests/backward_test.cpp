@@ -382,6 +382,20 @@ void expect_split_and_storage(const avgpool::pooling<R>& plan, const Kernel& k, 
     }
 }
 
+// expect_split_and_storage (float16 storage), then backward() through a thread pool equal
+// to the sequential call bit for bit.
+template <class T, std::size_t R, class Kernel>
+void expect_split_storage_and_pool(const avgpool::pooling<R>& plan, const Kernel& k, const std::vector<T>& g, index_t cut,
+                                   const avgpool::thread_pool& pool) {
+    expect_split_and_storage<avgpool::float16>(plan, k, g, cut);
+    if (::testing::Test::HasFatalFailure()) return;
+    const std::size_t n_in = static_cast<std::size_t>(plan.input_size());
+    std::vector<T> seq(n_in, T(-7)), pooled(n_in, T(-7));
+    ASSERT_TRUE(plan.backward(g.data(), seq.data()).ok());
+    ASSERT_TRUE(plan.backward(g.data(), pooled.data(), pool).ok());
+    ASSERT_EQ(0, std::memcmp(seq.data(), pooled.data(), n_in * sizeof(T))) << "thread_pool(2)";
+}
+
 // The channels-last kernel against the reference: random geometries of every mode (dilation,
 // adaptive, overrides, global windows), channel counts below, at and past a vector's width
 // and not multiples of it, float, double and 16-bit storage (which must equal float's result
@@ -555,16 +569,11 @@ void cl_flipped(int cases) {
         }
         expect_fast_matches<T, R>(*plan, gen, false);
         if (::testing::Test::HasFatalFailure()) return;
-        const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
         std::vector<T> g(static_cast<std::size_t>(plan->output_size()));
         avgpool_test::uniform<double> dist(-1, 1);
         for (T& v : g) v = static_cast<T>(dist(gen));
-        expect_split_and_storage<avgpool::float16>(*plan, k, g, pick(0, k.items()));
+        expect_split_storage_and_pool(*plan, k, g, pick(0, k.items()), pool);
         if (::testing::Test::HasFatalFailure()) return;
-        std::vector<T> seq(n_in, T(-7)), pooled(n_in, T(-7));
-        ASSERT_TRUE(plan->backward(g.data(), seq.data()).ok());
-        ASSERT_TRUE(plan->backward(g.data(), pooled.data(), pool).ok());
-        ASSERT_EQ(0, std::memcmp(seq.data(), pooled.data(), n_in * sizeof(T))) << "thread_pool(2)";
     }
     EXPECT_LT(declined, cases / 4);
     EXPECT_LT(uncovered, cases / 4);
@@ -627,16 +636,11 @@ TEST(Backward, ChannelsLastFlipPairs) {
         if (k.pairs_win()) ++paired;
         expect_fast_matches<float, 2>(*plan, gen, false);
         if (::testing::Test::HasFatalFailure()) return;
-        const std::size_t n_in = static_cast<std::size_t>(plan->input_size());
         std::vector<float> g(static_cast<std::size_t>(plan->output_size()));
         avgpool_test::uniform<double> dist(-1, 1);
         for (float& v : g) v = static_cast<float>(dist(gen));
-        expect_split_and_storage<avgpool::float16>(*plan, k, g, pick(0, k.items()));
+        expect_split_storage_and_pool(*plan, k, g, pick(0, k.items()), pool);
         if (::testing::Test::HasFatalFailure()) return;
-        std::vector<float> seq(n_in, -7.0f), pooled(n_in, -7.0f);
-        ASSERT_TRUE(plan->backward(g.data(), seq.data()).ok());
-        ASSERT_TRUE(plan->backward(g.data(), pooled.data(), pool).ok());
-        ASSERT_EQ(0, std::memcmp(seq.data(), pooled.data(), n_in * sizeof(float))) << "thread_pool(2)";
     }
     if (wide) {
         EXPECT_GT(paired, cases / 2);
@@ -693,12 +697,8 @@ void cl_flip_borders(int cases) {
             const double tol = 2 * (terms + 2) * eps * static_cast<double>(abs_ref[i]);
             ASSERT_NEAR(static_cast<double>(got[i]), static_cast<double>(ref[i]), tol) << "input " << i;
         }
-        expect_split_and_storage<avgpool::float16>(*plan, k, g, pick(0, k.items()));
+        expect_split_storage_and_pool(*plan, k, g, pick(0, k.items()), pool);
         if (::testing::Test::HasFatalFailure()) return;
-        std::vector<T> seq(n_in, T(-7)), pooled(n_in, T(-7));
-        ASSERT_TRUE(plan->backward(g.data(), seq.data()).ok());
-        ASSERT_TRUE(plan->backward(g.data(), pooled.data(), pool).ok());
-        ASSERT_EQ(0, std::memcmp(seq.data(), pooled.data(), n_in * sizeof(T))) << "thread_pool(2)";
         // -0 everywhere: +0 out.
         std::fill(g.begin(), g.end(), T(-0.0));
         k.run(g.data(), got.data(), 0, k.items());
