@@ -1364,14 +1364,8 @@ public:
     /// Requires backward_flip_applicable<T, R>(p); then usable() says whether to run it.
     explicit backward_cl_flip(const plan_data<R>& p)
         : p_(p),
-          one_(one_divisor(p) > 0 ? one_divisor(p) : border_divisor(p)),
-          sum_(*p.bwd().flipped, one_ > 0 ? pool_op::average : pool_op::sum, one_) {
-        border_ = one_ > 0 && p.divisor_override == 0 && one_divisor(p) == 0;
-        if (border_) {
-            for (std::size_t a = 0; a < 2 && a < R; ++a)
-                for (index_t o = 0; o < p.geometry.output[a]; ++o)
-                    border_most_[a] = std::max(border_most_[a], p.axis(a)[o].divisor);
-        }
+          div_(pick_divisor(p)),
+          sum_(*p.bwd().flipped, div_.one > 0 ? pool_op::average : pool_op::sum, div_.one) {
         const pool_geometry<R>& g = p.geometry;
         C_ = p.input_shape[1];
         W_ = g.input[R - 1];
@@ -1388,13 +1382,13 @@ public:
 
     /// Whether the sum divides by the largest divisor and the borders are corrected after it
     /// (border_divisor).
-    bool border_corrected() const noexcept { return border_; }
+    bool border_corrected() const noexcept { return div_.border; }
 
     /// Whether the sum pairs output rows and that wins here (backward_flip_pairs_candidate):
     /// always with one divisor (or border_divisor's), else on planes of at most
     /// flip_pairs_max_rows rows.
     bool pairs_win() const noexcept {
-        return R == 2 && sum_.pairs_rows() && (one_ > 0 || p_.geometry.input[0] <= flip_pairs_max_rows);
+        return R == 2 && sum_.pairs_rows() && (div_.one > 0 || p_.geometry.input[0] <= flip_pairs_max_rows);
     }
 
     /// Input rows of every image: the work items of run().
@@ -1405,7 +1399,7 @@ public:
         // The ring, then (16-bit storage) one row of sums.
         const index_t row_in = W_ * C_;
         const index_t tmp = std::is_same<T, M>::value ? 0 : row_in;
-        const bool direct = std::is_same<T, M>::value && one_ > 0;  // the sum reads the gradients
+        const bool direct = std::is_same<T, M>::value && div_.one > 0;  // the sum reads the gradients
         const line_buffer<T> ring(static_cast<std::size_t>((direct ? 0 : slots_ * slab_) + tmp));
         const line_buffer<index_t> held_buf(static_cast<std::size_t>(slots_));  // slab n * first_ + i0 in each slot
         index_t* const held = held_buf.get();
@@ -1427,7 +1421,7 @@ public:
             // (Pairs of output rows ask for four rows at once: the ring has a slot for each.)
             sum_.run_rows(grad_in, item_begin, item_end, row_at, 0, R == 2);
             if constexpr (R == 2) {
-                if (border_)
+                if (div_.border)
                     for (index_t item = item_begin; item < item_end; ++item)
                         add_border_shares(grad_out, grad_in + item * row_in, item);
             }
@@ -1436,7 +1430,7 @@ public:
             for (index_t item = item_begin; item < item_end; ++item) {
                 sum_.run_rows(sums, item, item + 1, row_at, item);
                 if constexpr (R == 2) {
-                    if (border_) add_border_shares(grad_out, sums, item);
+                    if (div_.border) add_border_shares(grad_out, sums, item);
                 }
                 store_n(sums, grad_in + item * row_in, static_cast<std::size_t>(row_in));
             }
@@ -1461,6 +1455,23 @@ private:
         return d;
     }
 
+    // What divides each input's sum: one_divisor, else border_divisor's D with the border
+    // corrections, else nothing (0: the gradients are divided into the ring first).
+    struct flip_divisor {
+        index_t one = 0;
+        index_t most[2] = {0, 0};  // border: each axis's largest divisor (D = most[0] most[1])
+        bool border = false;       // one is border_divisor's: add_border_shares() corrects
+    };
+    static flip_divisor pick_divisor(const plan_data<R>& p) noexcept {
+        flip_divisor f;
+        f.one = one_divisor(p);
+        if (f.one == 0) {
+            f.one = border_divisor(p, f.most);
+            f.border = f.one > 0;
+        }
+        return f;
+    }
+
     // Exclude-pad borders, 2-D, stride 1: the divisor of output
     // (o0, o1) is d0[o0] d1[o1], at most D = max d0 x max d1, and most outputs (all but at
     // most an eighth) have D. The sum then reads the gradients in place and divides each
@@ -1468,17 +1479,19 @@ private:
     // output of another divisor: no pass dividing every gradient into the ring, which took
     // 30% of 1280x8x8's backward (there half the outputs are on the border: not this path).
     // Within the accuracy bound: |g| / D <= |g| / divisor, and each correction is at most
-    // its share. Returns D, or 0 where this does not apply.
+    // its share. Returns D (each axis's largest divisor in most), or 0 where this does not apply.
     static constexpr index_t border_max_kernel = 16;
-    static index_t border_divisor(const plan_data<R>& p) noexcept {
+    static index_t border_divisor(const plan_data<R>& p, index_t (&most)[2]) noexcept {
         if constexpr (R != 2) {
             (void)p;
+            (void)most;
             return 0;
         } else {
             const pool_geometry<R>& g = p.geometry;
             if (p.divisor_override > 0) return 0;
-            index_t most[2] = {0, 0}, at_most[2] = {0, 0};  // per axis: max divisor, outputs with it
+            index_t at_most[2] = {0, 0};  // per axis: outputs with the largest divisor (most)
             for (std::size_t a = 0; a < 2; ++a) {
+                most[a] = 0;
                 if (g.strides[a] != 1 || g.dilations[a] != 1 || g.kernel[a] > border_max_kernel) return 0;
                 const window* w = p.axis(a);
                 for (index_t o = 0; o < g.output[a]; ++o) {
@@ -1512,8 +1525,8 @@ private:
         const index_t n = item / H, x0 = item % H;
         const window* w0 = p_.axis(0);
         const window* w1 = p_.axis(R - 1);
-        const index_t D0 = border_most_[0], D1 = border_most_[1];
-        const double inv_d = 1.0 / static_cast<double>(one_);
+        const index_t D0 = div_.most[0], D1 = div_.most[1];
+        const double inv_d = 1.0 / static_cast<double>(div_.one);
         // A function of the divisor d0 d1 alone; the last one kept (most repeat).
         index_t last = 0;
         T last_weight = T(0);
@@ -1599,7 +1612,7 @@ private:
     // override, or the outer factors times the last axis's, formed in T as forward forms them;
     // with one divisor, the gradients in T only (16-bit storage; the sum divides).
     void divide_slab(const M* src, index_t o0, T* dst) const {
-        if (one_ > 0) {
+        if (div_.one > 0) {
             index_t i = 0;
             for (; i + L <= slab_; i += L) vload(src + i).store(dst + i);
             for (; i < slab_; ++i) dst[i] = static_cast<T>(src[i]);
@@ -1635,10 +1648,8 @@ private:
     }
 
     const plan_data<R>& p_;
-    index_t one_ = 0;  // one_divisor, else border_divisor (before sum_, which takes it)
+    flip_divisor div_;  // (before sum_, which takes div_.one)
     cl_kernel<T, R, T> sum_;
-    bool border_ = false;  // one_ is border_divisor: add_border_shares() corrects the borders
-    index_t border_most_[2] = {0, 0};  // border_: each axis's largest divisor (D0, D1)
     index_t C_ = 0, W_ = 0, Wo_ = 0, row_ = 0, slab_rows_ = 1, slab_ = 0, slots_ = 1, first_ = 1;
 };
 
