@@ -649,14 +649,52 @@ TEST(Backward, ChannelsLastFlipPairs) {
     }
 }
 
+// The flipped kernel k of a 2-D channels-last plan (backward() may pick the gathering kernel)
+// on random gradients: against the reference within the bound; the rows split at a random
+// point match one call bit for bit, as do a thread pool's; 16-bit storage gives float's
+// result on the rounded gradients, rounded once; all gradients -0 give +0, and an infinite
+// gradient at the first output (a corner, where pads are) reaches every input its window
+// holds, the others 0.
+template <class T>
+void expect_flip_kernel(const avgpool::pooling<2>& plan, const avgpool::detail::backward_cl_flip<T, 2>& k,
+                        std::mt19937_64& gen, const avgpool::thread_pool& pool) {
+    const auto& d = avgpool::detail::plan_access::data(plan);
+    const index_t planes = plan.input_shape()[0] * plan.input_shape()[1];
+    const std::size_t n_in = static_cast<std::size_t>(plan.input_size()), n_out = static_cast<std::size_t>(plan.output_size());
+    std::vector<T> g(n_out);
+    avgpool_test::uniform<double> dist(-1, 1);
+    for (T& v : g) v = static_cast<T>(dist(gen));
+    std::vector<T> ref(n_in), abs_ref(n_in), g_abs(n_out), got(n_in, T(-7));
+    avgpool::detail::reference_backward<T, 2>(d, g.data(), ref.data(), 0, planes);
+    for (std::size_t i = 0; i < n_out; ++i) g_abs[i] = std::abs(g[i]);
+    avgpool::detail::reference_backward<T, 2>(d, g_abs.data(), abs_ref.data(), 0, planes);
+    k.run(g.data(), got.data(), 0, k.items());
+    const double terms = static_cast<double>(d.geometry.kernel[0] * d.geometry.kernel[1]);
+    const double eps = sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
+    for (std::size_t i = 0; i < n_in; ++i) {
+        const double tol = 2 * (terms + 2) * eps * static_cast<double>(abs_ref[i]);
+        ASSERT_NEAR(static_cast<double>(got[i]), static_cast<double>(ref[i]), tol) << "input " << i;
+    }
+    expect_split_storage_and_pool(plan, k, g, std::uniform_int_distribution<index_t>(0, k.items())(gen), pool);
+    if (::testing::Test::HasFatalFailure()) return;
+    std::fill(g.begin(), g.end(), T(-0.0));
+    k.run(g.data(), got.data(), 0, k.items());
+    for (std::size_t i = 0; i < n_in; ++i) {
+        ASSERT_EQ(got[i], T(0)) << "-0 gradients, input " << i;
+        ASSERT_FALSE(std::signbit(got[i])) << "-0 gradients, input " << i;
+    }
+    g[0] = std::numeric_limits<T>::infinity();
+    k.run(g.data(), got.data(), 0, k.items());
+    avgpool::detail::reference_backward<T, 2>(d, g.data(), ref.data(), 0, planes);
+    for (std::size_t i = 0; i < n_in; ++i) ASSERT_EQ(got[i], ref[i]) << "infinite gradient, input " << i;
+}
+
 // 2-D stride 1 channels-last whose windows all share the largest divisor but on the border
 // (exclude-pad, at most an eighth of the outputs on it, 256 bytes of channels or more): the
 // flipped sum divides by that divisor and each input then adds its border outputs'
 // corrections (border_divisor). Kernels 1-5 per axis, pads 0 to kernel - 1, planes of 24-48,
-// channel counts at, past and not multiples of a vector, one and two images, float and double. Against the reference; the
-// rows split at a random point match one call bit for bit, as do a thread pool's; 16-bit
-// storage gives float's result on the rounded gradients, rounded once; all gradients -0
-// give +0, and an infinite gradient on the border reaches every input its window holds.
+// channel counts at, past and not multiples of a vector, one and two images, float and
+// double: expect_flip_kernel.
 template <class T>
 void cl_flip_borders(int cases) {
     std::mt19937_64 gen(7373 + sizeof(T));
@@ -681,39 +719,56 @@ void cl_flip_borders(int cases) {
         const avgpool::detail::backward_cl_flip<T, 2> k(d);
         if (!k.usable() || !k.border_corrected()) continue;
         ++corrected;
-        const std::size_t n_in = static_cast<std::size_t>(plan->input_size()), n_out = static_cast<std::size_t>(plan->output_size());
-        std::vector<T> g(n_out);
-        avgpool_test::uniform<double> dist(-1, 1);
-        for (T& v : g) v = static_cast<T>(dist(gen));
-        // The kernel itself against the reference (backward() may pick the gathering kernel).
-        std::vector<T> ref(n_in), abs_ref(n_in), g_abs(n_out), got(n_in, T(-7));
-        avgpool::detail::reference_backward<T, 2>(d, g.data(), ref.data(), 0, s[0] * s[1]);
-        for (std::size_t i = 0; i < n_out; ++i) g_abs[i] = std::abs(g[i]);
-        avgpool::detail::reference_backward<T, 2>(d, g_abs.data(), abs_ref.data(), 0, s[0] * s[1]);
-        k.run(g.data(), got.data(), 0, k.items());
-        const double terms = static_cast<double>(a.kernel[0] * a.kernel[1]);
-        const double eps = sizeof(T) == 4 ? 0x1p-24 : 0x1p-53;
-        for (std::size_t i = 0; i < n_in; ++i) {
-            const double tol = 2 * (terms + 2) * eps * static_cast<double>(abs_ref[i]);
-            ASSERT_NEAR(static_cast<double>(got[i]), static_cast<double>(ref[i]), tol) << "input " << i;
-        }
-        expect_split_storage_and_pool(*plan, k, g, pick(0, k.items()), pool);
+        expect_flip_kernel<T>(*plan, k, gen, pool);
         if (::testing::Test::HasFatalFailure()) return;
-        // -0 everywhere: +0 out.
-        std::fill(g.begin(), g.end(), T(-0.0));
-        k.run(g.data(), got.data(), 0, k.items());
-        for (std::size_t i = 0; i < n_in; ++i) {
-            ASSERT_EQ(got[i], T(0)) << "-0 gradients, input " << i;
-            ASSERT_FALSE(std::signbit(got[i])) << "-0 gradients, input " << i;
-        }
-        // Infinity at the first output (a corner: on the border where a pad is): every input
-        // its window holds is infinite, the others 0.
-        g[0] = std::numeric_limits<T>::infinity();
-        k.run(g.data(), got.data(), 0, k.items());
-        avgpool::detail::reference_backward<T, 2>(d, g.data(), ref.data(), 0, s[0] * s[1]);
-        for (std::size_t i = 0; i < n_in; ++i) ASSERT_EQ(got[i], ref[i]) << "infinite gradient, input " << i;
     }
     EXPECT_GT(corrected, cases / 4);
+}
+
+// 3x3 stride 1 exclude-pad channels-last whose border holds more than an eighth of the outputs
+// (planes of 3-20 rows): with AVX-512 the flipped sum pairs output rows and weighs each
+// gradient by its divisor's reciprocal as it reads it (weighs_sources); elsewhere it never
+// does. Pads 0-2 on each side, channel counts past 256 bytes and not multiples of a vector,
+// one and two images, float and double: expect_flip_kernel.
+template <class T>
+void cl_flip_weighted(int cases) {
+    std::mt19937_64 gen(4242 + sizeof(T));
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    const index_t channels[] = {65, 100, 144, 200, 300};
+    const bool wide = avgpool::detail::vec<T>::width * sizeof(T) == 64;
+    avgpool::thread_pool pool(2);
+    int weighted = 0;
+    for (int c = 0; c < cases; ++c) {
+        const avgpool::dims<4> s{pick(1, 2), channels[static_cast<std::size_t>(c) % 5], pick(3, 20), pick(3, 14)};
+        avgpool::pool_attrs<2> a;
+        a.kernel = {3, 3};
+        a.pads_begin = {pick(0, 2), pick(0, 2)};
+        a.pads_end = {pick(0, 2), pick(0, 2)};
+        a.divisor = avgpool::divisor_type::exclude_pad;
+        auto plan = avgpool::detail::plan_access::create_exact<2>(s, a, avgpool::layout::channels_last);
+        if (!plan) continue;  // (a 3-row input with no pads and ceil: no output)
+        SCOPED_TRACE(describe<2>(s, a, "case " + std::to_string(c)));
+        const auto& d = avgpool::detail::plan_access::data(*plan);
+        if (!avgpool::detail::backward_flip_applicable<T, 2>(d)) continue;
+        const avgpool::detail::backward_cl_flip<T, 2> k(d);
+        if (!k.usable()) continue;
+        if (!wide) {
+            ASSERT_FALSE(k.weighs_sources());
+        } else if (!k.weighs_sources()) {
+            continue;  // one divisor (no pads), or the border form
+        }
+        weighted += k.weighs_sources();
+        expect_flip_kernel<T>(*plan, k, gen, pool);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+    if (wide) {
+        EXPECT_GT(weighted, cases / 3);
+    }
+}
+
+TEST(Backward, ChannelsLastFlipWeighted) {
+    cl_flip_weighted<float>(avgpool_test::under_asan ? 16 : 40);
+    cl_flip_weighted<double>(avgpool_test::under_asan ? 8 : 20);
 }
 
 TEST(Backward, ChannelsLastFlipBorders) {

@@ -1366,6 +1366,15 @@ public:
         : p_(p),
           div_(pick_divisor(p)),
           sum_(*p.bwd().flipped, div_.one > 0 ? pool_op::average : pool_op::sum, div_.one) {
+        // Several divisors and paired rows: the sum weighs each gradient as it reads it
+        // (cl_kernel::weigh_sources) instead of dividing them into the ring first, a pass
+        // that took 40% of 1280x8x8's backward (3x3 exclude-pad; AVX-512, its stores to a
+        // ring of four 40 KiB rows past L1). 16-bit storage still converts into the ring,
+        // undivided, so that its result stays float's on the same gradients, rounded.
+        if constexpr (R == 2) {
+            weighted_ = div_.one == 0 && sum_.pairs_rows();
+            if (weighted_) sum_.weigh_sources(p.axis(0), p.axis(1));
+        }
         const pool_geometry<R>& g = p.geometry;
         C_ = p.input_shape[1];
         W_ = g.input[R - 1];
@@ -1384,11 +1393,15 @@ public:
     /// (border_divisor).
     bool border_corrected() const noexcept { return div_.border; }
 
+    /// Whether the sum weighs each gradient by its divisor's reciprocal as it reads it
+    /// (cl_kernel::weigh_sources: 2-D, paired rows, several divisors).
+    bool weighs_sources() const noexcept { return weighted_; }
+
     /// Whether the sum pairs output rows and that wins here (backward_flip_pairs_candidate):
     /// always with one divisor (or border_divisor's), else on planes of at most
     /// flip_pairs_max_rows rows.
     bool pairs_win() const noexcept {
-        return R == 2 && sum_.pairs_rows() && (div_.one > 0 || p_.geometry.input[0] <= flip_pairs_max_rows);
+        return R == 2 && sum_.pairs_rows() && (div_.one > 0 || weighted_ || p_.geometry.input[0] <= flip_pairs_max_rows);
     }
 
     /// Input rows of every image: the work items of run().
@@ -1399,7 +1412,7 @@ public:
         // The ring, then (16-bit storage) one row of sums.
         const index_t row_in = W_ * C_;
         const index_t tmp = std::is_same<T, M>::value ? 0 : row_in;
-        const bool direct = std::is_same<T, M>::value && div_.one > 0;  // the sum reads the gradients
+        const bool direct = std::is_same<T, M>::value && (div_.one > 0 || weighted_);  // the sum reads the gradients
         const line_buffer<T> ring(static_cast<std::size_t>((direct ? 0 : slots_ * slab_) + tmp));
         const line_buffer<index_t> held_buf(static_cast<std::size_t>(slots_));  // slab n * first_ + i0 in each slot
         index_t* const held = held_buf.get();
@@ -1610,9 +1623,10 @@ private:
 
     // dst = the gradients of first-axis output o0 (src) divided by their divisors: the
     // override, or the outer factors times the last axis's, formed in T as forward forms them;
-    // with one divisor, the gradients in T only (16-bit storage; the sum divides).
+    // with one divisor or weighed sources, the gradients in T only (16-bit storage; the sum
+    // divides or weighs).
     void divide_slab(const M* src, index_t o0, T* dst) const {
-        if (div_.one > 0) {
+        if (div_.one > 0 || weighted_) {
             index_t i = 0;
             for (; i + L <= slab_; i += L) vload(src + i).store(dst + i);
             for (; i < slab_; ++i) dst[i] = static_cast<T>(src[i]);
@@ -1650,6 +1664,7 @@ private:
     const plan_data<R>& p_;
     flip_divisor div_;  // (before sum_, which takes div_.one)
     cl_kernel<T, R, T> sum_;
+    bool weighted_ = false;  // sum_ weighs the gradients (weigh_sources): read in place
     index_t C_ = 0, W_ = 0, Wo_ = 0, row_ = 0, slab_rows_ = 1, slab_ = 0, slots_ = 1, first_ = 1;
 };
 

@@ -327,6 +327,7 @@ public:
         const window* const ax1 = R == 3 ? p_.axis(1) : ax0;
         const bool by_slices = slices_;
         const bool pairs = pair_rows && pair_cb_ > 0;
+        const bool weighted = R == 2 && sw0_ != nullptr;  // (then pair_cb_ > 0 and dilation 1)
         // item = n * per_n + r, r = o0 * Ho + o1 (R = 3; else o0 = r and o1 = 0).
         index_t n = item_begin / per_n, r = item_begin % per_n;
         index_t o0 = r / Ho, o1 = r % Ho;
@@ -348,7 +349,11 @@ public:
                     const window wn = ax0[o0 + 1];
                     if (wn.count == 3 && wn.first == wh.first + 1 && wn.divisor == wh.divisor) {
                         for (index_t j = 0; j < 4; ++j) rows[j] = row_at(n, wh.first + j, 0);
-                        row_pair(b, rows, static_cast<double>(wh.divisor), dst);
+                        if (weighted) {
+                            ring_pair<true, true>(b, rows, dst, false, divisor_of(1.0), wh.first);
+                        } else {
+                            row_pair(b, rows, static_cast<double>(wh.divisor), dst);
+                        }
                         // The first row done: the loop's step below moves past the second.
                         ++item;
                         dst += row_out;
@@ -359,7 +364,13 @@ public:
                 }
                 if (!paired) {
                     for (index_t j = 0; j < wh.count; ++j) rows[j] = row_at(n, wh.first + j * dil0, 0);
-                    row(b, rows, 1, wh.count, static_cast<double>(wh.divisor), dst);
+                    if (!weighted) {
+                        row(b, rows, 1, wh.count, static_cast<double>(wh.divisor), dst);
+                    } else if (wh.count > 0) {
+                        ring_pair<true, false>(b, rows, dst, false, divisor_of(1.0), wh.first, wh.count);
+                    } else {
+                        std::fill(dst, dst + row_out, M(0));  // no output's window holds these inputs
+                    }
                 }
             } else {
                 const window wd = ax0[o0], wh = ax1[o1];
@@ -382,6 +393,17 @@ public:
 
     /// Whether run() takes pairs of output rows through ring_pair (2-D 3x3 stride 1).
     bool pairs_rows() const noexcept { return pair_cb_ > 0; }
+
+    /// Backward's flipped sum of gradients whose forward windows have several divisors
+    /// (exclude-pad borders): requires pairs_rows(), op sum and T storage. Source row o0,
+    /// column o1 (of the gradients) is then weighed by 1 / (w0[o0].divisor w1[o1].divisor)
+    /// as the rows are summed, so no pass divides the gradients first; every row goes
+    /// through ring_pair, alone or paired, by the same operations. w0, w1: the forward
+    /// plan's first- and last-axis windows, alive while this kernel runs.
+    void weigh_sources(const window* w0, const window* w1) noexcept {
+        sw0_ = w0;
+        sw1_ = w1;
+    }
 
     /// Whether run() visits 3-D output rows second axis first (columns_first).
     bool by_columns() const noexcept { return by_columns_; }
@@ -645,7 +667,47 @@ private:
         vb = l1 + l2 + l3;
     }
 
-    void ring_pair(buffers& b, const M* const* rows, M* dst, bool average, const row_divisor& div) const {
+    // Weighted (weigh_sources): each column's vertical sum weighs its rows, source row i0 + j
+    // (j < n) by 1 / (d0 d1) of its output (weight()), in one chain of fused multiply-adds
+    // from the first row; Two: rows j and j + 1 .. 3 (both outputs), else only the first
+    // output, of n rows. A row takes the same operations whether it runs paired or not.
+    AVGPOOL_ALWAYS_INLINE static V weigh_add(const V& l, const V& w, const V& acc) noexcept {
+        if constexpr (has_fused_mul_add<T>()) {
+            return fused_mul_add(l, w, acc);
+        } else {
+            return l * w + acc;
+        }
+    }
+    template <bool Two>
+    AVGPOOL_ALWAYS_INLINE static void weighted_column(const M* const* q, index_t n, const V* w, index_t j,
+                                                      vpair<T>& va, vpair<T>& vb) noexcept {
+        if constexpr (Two) {
+            const vpair<T> l0 = vload_as<vpair<T>>(q[0] + j), l1 = vload_as<vpair<T>>(q[1] + j);
+            const vpair<T> l2 = vload_as<vpair<T>>(q[2] + j), l3 = vload_as<vpair<T>>(q[3] + j);
+            va = {weigh_add(l2.a, w[2], weigh_add(l1.a, w[1], l0.a * w[0])),
+                  weigh_add(l2.b, w[2], weigh_add(l1.b, w[1], l0.b * w[0]))};
+            vb = {weigh_add(l3.a, w[3], weigh_add(l2.a, w[2], l1.a * w[1])),
+                  weigh_add(l3.b, w[3], weigh_add(l2.b, w[2], l1.b * w[1]))};
+        } else {
+            const vpair<T> l0 = vload_as<vpair<T>>(q[0] + j);
+            va = {l0.a * w[0], l0.b * w[0]};
+            for (index_t t = 1; t < n; ++t) {
+                const vpair<T> l = vload_as<vpair<T>>(q[t] + j);
+                va = {weigh_add(l.a, w[t], va.a), weigh_add(l.b, w[t], va.b)};
+            }
+            (void)vb;
+        }
+    }
+    // The weight of source row o0, column o1: 1 / (d0[o0] d1[o1]) (0 for an empty window,
+    // which no input's flipped window reaches).
+    T weight(index_t o0, index_t o1) const noexcept {
+        const index_t d = sw0_[o0].divisor * sw1_[o1].divisor;
+        return d > 0 ? static_cast<T>(1.0 / static_cast<double>(d)) : T(0);
+    }
+
+    template <bool Weighted = false, bool Two = true>
+    void ring_pair(buffers& b, const M* const* rows, M* dst, bool average, const row_divisor& div,
+                   index_t i0 = 0, index_t n = 4) const {
         constexpr int K = 3, S = 1;
         const index_t cb = pair_cb_;
         constexpr index_t P = 2 * L;
@@ -656,6 +718,11 @@ private:
         constexpr int kept = ring_kept(K, S);  // 2
         constexpr int shared = K - S;          // 2
         const index_t C = C_;
+        V w[4];  // Weighted: the rows' weights at the current column
+        auto weigh = [&](index_t x) {
+            if constexpr (Weighted)
+                for (index_t j = 0; j < n; ++j) w[j] = V::splat(weight(i0 + j, x));
+        };
         // Both rows' slots of padded column u, from the same four loads (as the fresh columns).
         auto fill = [&](index_t u, index_t c0) {
             T* const fa = ra + (u % K) * cbp;
@@ -663,17 +730,24 @@ private:
             const index_t x = u - pb_;
             if (x < 0 || x >= W_) {
                 std::fill(fa, fa + cbp, T(0));
-                std::fill(fb, fb + cbp, T(0));
+                if constexpr (Two) std::fill(fb, fb + cbp, T(0));
                 return;
             }
             const index_t off = x * C + c0;
+            weigh(x);
             for (index_t i = 0; i < cb; i += P) {
                 vpair<T> va, vb;
-                pair_column(rows[0], rows[1], rows[2], rows[3], off + std::min(i, cb - P), va, vb);
+                if constexpr (Weighted) {
+                    weighted_column<Two>(rows, n, w, off + std::min(i, cb - P), va, vb);
+                } else {
+                    pair_column(rows[0], rows[1], rows[2], rows[3], off + std::min(i, cb - P), va, vb);
+                }
                 va.a.store(fa + i);
                 va.b.store(fa + i + L);
-                vb.a.store(fb + i);
-                vb.b.store(fb + i + L);
+                if constexpr (Two) {
+                    vb.a.store(fb + i);
+                    vb.b.store(fb + i + L);
+                }
             }
         };
         for (index_t c0 = 0;; c0 += cb) {
@@ -700,6 +774,7 @@ private:
                     const M* const q3 = rows[3];
                     const index_t off = xf * C + c0;
                     const V d = V::splat(dv.ds), rr = V::splat(dv.rs);
+                    weigh(xf);
                     // Div: 0 the sum, 1 times the exact reciprocal, 2 the corrected quotient
                     // (as ring_out; a branch per vector cost 10-20% there).
                     auto columns = [&](auto div_kind) AVGPOOL_INLINE_LAMBDA {
@@ -707,25 +782,36 @@ private:
                     for (index_t i = 0; i < cb; i += P) {
                         const index_t j = std::min(i, cb - P);
                         vpair<T> fa, fb;  // the fresh column of both rows
-                        pair_column(q0, q1, q2, q3, off + j, fa, fb);
+                        if constexpr (Weighted) {
+                            weighted_column<Two>(rows, n, w, off + j, fa, fb);
+                        } else {
+                            pair_column(q0, q1, q2, q3, off + j, fa, fb);
+                        }
                         fa.a.store(ak + i);
                         fa.b.store(ak + i + L);
-                        fb.a.store(bk + i);
-                        fb.b.store(bk + i + L);
-                        vpair<T> sa2 = ring_load(a0, i) + ring_load(a1, i) + fa;
-                        vpair<T> sb2 = ring_load(b0, i) + ring_load(b1, i) + fb;
-                        if constexpr (mode == 0) {
-                            sa2 = {plus_zero(sa2.a), plus_zero(sa2.b)};
-                            sb2 = {plus_zero(sb2.a), plus_zero(sb2.b)};
-                        } else if constexpr (mode == 1) {
-                            sa2 = {scale_plus_zero(sa2.a, rr), scale_plus_zero(sa2.b, rr)};
-                            sb2 = {scale_plus_zero(sb2.a, rr), scale_plus_zero(sb2.b, rr)};
-                        } else {
-                            sa2 = {divide_rounded(sa2.a, d, rr), divide_rounded(sa2.b, d, rr)};
-                            sb2 = {divide_rounded(sb2.a, d, rr), divide_rounded(sb2.b, d, rr)};
+                        if constexpr (Two) {
+                            fb.a.store(bk + i);
+                            fb.b.store(bk + i + L);
                         }
-                        vstore_pair(sa2, oa + j);
-                        vstore_pair(sb2, ob + j);
+                        auto finish = [&](const vpair<T>& v) AVGPOOL_INLINE_LAMBDA {
+                            vpair<T> q = v;
+                            if constexpr (mode == 0) {
+                                q = {plus_zero(v.a), plus_zero(v.b)};
+                            } else if constexpr (mode == 1) {
+                                q = {scale_plus_zero(v.a, rr), scale_plus_zero(v.b, rr)};
+                            } else {
+                                q = {divide_rounded(v.a, d, rr), divide_rounded(v.b, d, rr)};
+                            }
+                            return q;
+                        };
+                        const vpair<T> sa2 = finish(ring_load(a0, i) + ring_load(a1, i) + fa);
+                        if constexpr (Two) {
+                            const vpair<T> sb2 = finish(ring_load(b0, i) + ring_load(b1, i) + fb);
+                            vstore_pair(sa2, oa + j);
+                            vstore_pair(sb2, ob + j);
+                        } else {
+                            vstore_pair(sa2, oa + j);
+                        }
                     }
                     };
                     if (!average) {
@@ -745,7 +831,7 @@ private:
                     allb[t] = rb + ((ub + t) % K) * cbp;
                 }
                 ring_edge<K>(alla, oa, cb, average, dv);
-                ring_edge<K>(allb, ob, cb, average, dv);
+                if constexpr (Two) ring_edge<K>(allb, ob, cb, average, dv);
             }
             if (c0 + cb >= C_) break;
         }
@@ -1393,6 +1479,8 @@ private:
     index_t cb_ = 1, blocks_ = 1, pb_ = 0, k_ = 1;
     index_t rcb_ = 0;  // channels per block of the ring path (0: not used)
     index_t pair_cb_ = 0;  // channels per block of ring_pair (0: rows are not paired)
+    const window* sw0_ = nullptr;  // weigh_sources: the source rows' and columns' windows
+    const window* sw1_ = nullptr;
     fused_fn fused_ = nullptr;
     bool slices_ = false;    // the slice path (slices())
     bool by_columns_ = false;  // run(): second-axis-major order (columns_first)
