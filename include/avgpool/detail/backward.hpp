@@ -1276,11 +1276,6 @@ index_t flip_ring_slots(const plan_data<R>& p) noexcept {
     return R == 1 ? 1 : p.bwd().flipped->geometry.kernel[0] + (R == 2 ? 1 : 0);
 }
 
-// Plane rows up to which the flipped sum in pairs of output rows beats the gathering kernel
-// where gradients must be divided first (exclude-pad 3x3 stride 1, AVX-512; see
-// backward_flip_pairs_candidate).
-constexpr index_t flip_pairs_max_rows = 20;
-
 /// Whether backward_cl_flip serves this plan for elements computed in T: at least a vector of
 /// channels, divisors exact in T, and the forward kernel taking the flipped plan.
 template <class T, std::size_t R>
@@ -1322,9 +1317,13 @@ bool backward_flip_preferred(const plan_data<R>& p) noexcept {
 /// 37.4-37.8), and, with the gradients divided into the ring first
 /// (exclude-pad), 0.75-0.85x the gathering kernel's time on planes of 8 to 17 rows (1024x8x8,
 /// 512x14x14, 512x17x17, 2048x8x8, 1280x8x8), 0.95-1.09x on 28 and 35 rows (128x28x28,
-/// 96x35x35, 192x35x35, 256x35x35): flip_pairs_max_rows. At stride 2 the gathering kernel
-/// stayed as fast or faster (144x28x28 5.4 against 7.5-8.5 us), so that keeps those plans.
-/// (16-bit storage takes the same kernel as float, unpaired there, for float's bits rounded.)
+/// 96x35x35, 192x35x35, 256x35x35). Since session 66 the paired sum weighs the gradients as it
+/// reads them (no ring of divided ones), and wins on every plane measured (harness, Zen 5,
+/// 3 alternating pinned rounds, backward time against the ring or the gathering kernel):
+/// 1280x8x8 0.72x, 2048x8x8 0.72x, 768x17x17 0.88x, 128x28x28 0.69x, 256x28x28 0.55x.
+/// At stride 2 the gathering kernel stayed as fast or faster (144x28x28 5.4 against 7.5-8.5
+/// us), so that keeps those plans. (16-bit storage takes the same kernel as float, unpaired
+/// there, for float's bits rounded.)
 template <class T, std::size_t R>
 bool backward_flip_pairs_candidate(const plan_data<R>& p) noexcept {
     if constexpr (R != 2) {
@@ -1397,12 +1396,10 @@ public:
     /// (cl_kernel::weigh_sources: 2-D, paired rows, several divisors).
     bool weighs_sources() const noexcept { return weighted_; }
 
-    /// Whether the sum pairs output rows and that wins here (backward_flip_pairs_candidate):
-    /// always with one divisor (or border_divisor's), else on planes of at most
-    /// flip_pairs_max_rows rows.
-    bool pairs_win() const noexcept {
-        return R == 2 && sum_.pairs_rows() && (div_.one > 0 || weighted_ || p_.geometry.input[0] <= flip_pairs_max_rows);
-    }
+    /// Whether the sum pairs output rows, which wins wherever it applies
+    /// (backward_flip_pairs_candidate): with one divisor the gradients are read in place,
+    /// with several they are weighed as they are read (weighs_sources).
+    bool pairs_win() const noexcept { return R == 2 && sum_.pairs_rows(); }
 
     /// Input rows of every image: the work items of run().
     index_t items() const noexcept { return sum_.items(); }
@@ -1481,6 +1478,10 @@ private:
         if (f.one == 0) {
             f.one = border_divisor(p, f.most);
             f.border = f.one > 0;
+            // Where the sum pairs rows, it weighs the gradients instead (weigh_sources):
+            // harness, AVX-512, 3 alternating pinned rounds: 192x35x35 0.75-1.0x and
+            // 288x35x35 0.82-0.89x the border form's time, 256x56x56 0.93-0.97x.
+            if (f.border && cl_kernel<T, R, T>(*p.bwd().flipped, pool_op::sum).pairs_rows()) f = flip_divisor{};
         }
         return f;
     }
