@@ -768,10 +768,11 @@ private:
                     const T* const b1 = rb + ((ub + 1) % K) * cbp;
                     T* const ak = ra + (uf % K) * cbp;
                     T* const bk = rb + (uf % K) * cbp;
-                    const M* const q0 = rows[0];
-                    const M* const q1 = rows[1];
-                    const M* const q2 = rows[2];
-                    const M* const q3 = rows[3];
+                    // (Weighted: rows past n are not set; weighted_column reads only n.)
+                    const M* const q0 = Weighted ? nullptr : rows[0];
+                    const M* const q1 = Weighted ? nullptr : rows[1];
+                    const M* const q2 = Weighted ? nullptr : rows[2];
+                    const M* const q3 = Weighted ? nullptr : rows[3];
                     const index_t off = xf * C + c0;
                     const V d = V::splat(dv.ds), rr = V::splat(dv.rs);
                     weigh(xf);
