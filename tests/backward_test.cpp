@@ -406,7 +406,7 @@ void cl_vs_reference(int cases, index_t max_extent, index_t max_last) {
     auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
     // 260: rows too long to keep their shares (the uncached path).
     const index_t channels[] = {1, 3, 8, 16, 17, 33, 40, 64, 100, 260};
-    int expanded = 0, ran = 0;  // plans whose short rows take the expanded rows, of those run
+    int expanded = 0, ran = 0;  // plans whose short rows take the expanded (or fused) rows, of those run
     for (int c = 0; c < cases; ++c) {
         avgpool::dims<R + 2> s{};
         s[0] = pick(1, 2);
@@ -431,7 +431,7 @@ void cl_vs_reference(int cases, index_t max_extent, index_t max_last) {
         expect_split_and_storage<avgpool::bfloat16>(*plan, k, g, pick(0, k.items()));
         if (::testing::Test::HasFatalFailure()) return;
         ++ran;
-        if (k.expanded()) ++expanded;
+        if (k.expanded() || k.fused()) ++expanded;  // (fused: 2-D short rows that pair)
     }
     if (R >= 2) {  // (expect_fast_matches also runs the per-row path on every plan)
         EXPECT_GE(expanded, ran / 4) << "too few plans took the expanded rows: " << expanded << " of " << ran;
@@ -765,6 +765,57 @@ void cl_flip_weighted(int cases) {
 TEST(Backward, ChannelsLastFlipWeighted) {
     cl_flip_weighted<float>(avgpool_test::under_asan ? 16 : 40);
     cl_flip_weighted<double>(avgpool_test::under_asan ? 8 : 20);
+}
+
+// 2-D short rows that pair as 3x3 stride 2's (a row of output rows q - 1 and q, then one of
+// q alone), which the gathering kernel makes two at a time from output row q's quotients
+// (run_fused): pads 0-2, floor and ceil rounding, both divisors and overrides, channel counts
+// at and past a vector's width and not multiples of it, one and two images. Each plan
+// against the reference within the bound and split anywhere (expect_fast_matches), split at
+// a random row, with float16 storage equal to float's result rounded, and through a thread
+// pool: the same bits.
+template <class T>
+void cl_paired_rows(int cases) {
+    std::mt19937_64 gen(9090 + sizeof(T));
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    const index_t channels[] = {16, 17, 24, 32, 33};
+    avgpool::thread_pool pool(2);
+    int fused = 0;
+    for (int c = 0; c < cases; ++c) {
+        const index_t C = channels[static_cast<std::size_t>(c) % 5];
+        // Output rows of at most 2 KB of quotients (the kernel's limit for this path).
+        const index_t most_wo = 2048 / (C * static_cast<index_t>(sizeof(T)));
+        const avgpool::dims<4> s{pick(1, 2), C, pick(3, 30), pick(3, std::min<index_t>(40, 2 * most_wo))};
+        avgpool::pool_attrs<2> a;
+        a.kernel = {3, 3};
+        a.strides = {2, 2};
+        a.pads_begin = {pick(0, 1), pick(0, 1)};
+        a.pads_end = {pick(0, 2), pick(0, 2)};
+        if (pick(0, 2) == 0) a.rounding = avgpool::rounding_type::ceil;
+        a.divisor = pick(0, 1) ? avgpool::divisor_type::include_pad : avgpool::divisor_type::exclude_pad;
+        if (pick(0, 4) == 0) a.divisor_override = pick(1, 9);
+        auto plan = avgpool::detail::plan_access::create_exact<2>(s, a, avgpool::layout::channels_last);
+        if (!plan) continue;  // (pads past half the kernel, or no output)
+        SCOPED_TRACE(describe<2>(s, a, "case " + std::to_string(c)));
+        const auto& d = avgpool::detail::plan_access::data(*plan);
+        ASSERT_TRUE((avgpool::detail::backward_cl_applicable<T, 2>(d)));
+        const avgpool::detail::backward_cl<T, 2> k(d);
+        if (!k.fused()) continue;
+        ++fused;
+        expect_fast_matches<T, 2>(*plan, gen, false);
+        if (::testing::Test::HasFatalFailure()) return;
+        std::vector<T> g(static_cast<std::size_t>(plan->output_size()));
+        avgpool_test::uniform<double> dist(-1, 1);
+        for (T& v : g) v = static_cast<T>(dist(gen));
+        expect_split_storage_and_pool(*plan, k, g, pick(0, k.items()), pool);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+    EXPECT_GT(fused, cases / 2);
+}
+
+TEST(Backward, ChannelsLastPairedRows) {
+    cl_paired_rows<float>(avgpool_test::under_asan ? 20 : 60);
+    cl_paired_rows<double>(avgpool_test::under_asan ? 10 : 30);
 }
 
 TEST(Backward, ChannelsLastFlipBorders) {
