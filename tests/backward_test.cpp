@@ -5,6 +5,7 @@
 
 #include "support/geometry.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -811,6 +812,57 @@ void cl_paired_rows(int cases) {
         if (::testing::Test::HasFatalFailure()) return;
     }
     EXPECT_GT(fused, cases / 2);
+}
+
+// 3-D short rows whose planes alternate as 3x3x3 stride 2's do (a plane of first-axis outputs
+// p - 1 and p between planes of each alone): the expanded rows make such a row from the rows
+// a plane before and after it (bw_halves), once both are written, where the call writes them;
+// else from its expansions, summed in the same order. First-axis kernel 3 or 2 at stride 2,
+// random windows on the other axes, pads, both divisors and overrides; rows of 1-12 columns,
+// channel counts at and past a vector's width: expect_fast_matches, then a random split, float16
+// storage and a thread pool, bit for bit (expect_split_storage_and_pool).
+template <class T>
+void cl_plane_halves(int cases) {
+    std::mt19937_64 gen(6060 + sizeof(T));
+    auto pick = [&](index_t lo, index_t hi) { return std::uniform_int_distribution<index_t>(lo, hi)(gen); };
+    const index_t channels[] = {16, 17, 24, 33};
+    avgpool::thread_pool pool(2);
+    int between = 0;
+    for (int c = 0; c < cases; ++c) {
+        const avgpool::dims<5> s{pick(1, 2), channels[static_cast<std::size_t>(c) % 4], pick(5, 14), pick(1, 9), pick(1, 12)};
+        avgpool::pool_attrs<3> a;
+        a.kernel = {pick(2, 3), pick(1, std::min<index_t>(3, s[3])), pick(1, std::min<index_t>(3, s[4]))};
+        a.strides = {2, pick(1, 2), pick(1, 2)};
+        for (std::size_t ax = 0; ax < 3; ++ax) {
+            a.pads_begin[ax] = pick(0, a.kernel[ax] / 2);
+            a.pads_end[ax] = pick(0, a.kernel[ax] / 2 + 1);
+        }
+        a.divisor = pick(0, 1) ? avgpool::divisor_type::include_pad : avgpool::divisor_type::exclude_pad;
+        if (pick(0, 4) == 0) a.divisor_override = pick(1, 9);
+        auto plan = avgpool::detail::plan_access::create_exact<3>(s, a, avgpool::layout::channels_last);
+        if (!plan) continue;
+        SCOPED_TRACE(describe<3>(s, a, "case " + std::to_string(c)));
+        const auto& d = avgpool::detail::plan_access::data(*plan);
+        ASSERT_TRUE((avgpool::detail::backward_cl_applicable<T, 3>(d)));
+        const avgpool::detail::backward_cl<T, 3> k(d);
+        const auto& halves = d.bwd().bw_halves;
+        if (!k.expanded() || std::none_of(halves.begin(), halves.end(), [](unsigned char h) { return (h & 4) != 0; }))
+            continue;
+        ++between;
+        expect_fast_matches<T, 3>(*plan, gen, false);
+        if (::testing::Test::HasFatalFailure()) return;
+        std::vector<T> g(static_cast<std::size_t>(plan->output_size()));
+        avgpool_test::uniform<double> dist(-1, 1);
+        for (T& v : g) v = static_cast<T>(dist(gen));
+        expect_split_storage_and_pool(*plan, k, g, pick(0, k.items()), pool);
+        if (::testing::Test::HasFatalFailure()) return;
+    }
+    EXPECT_GT(between, cases / 3);
+}
+
+TEST(Backward, ChannelsLastPlaneHalves) {
+    cl_plane_halves<float>(avgpool_test::under_asan ? 20 : 60);
+    cl_plane_halves<double>(avgpool_test::under_asan ? 10 : 30);
 }
 
 TEST(Backward, ChannelsLastPairedRows) {

@@ -207,6 +207,34 @@ void build_backward_cl_facts(const plan_data<R>& p) {
         }
         for (const index_t h : b.bw_home) b.bw_homes += h >= 0 ? 1 : 0;
     }
+    b.bw_halves.clear();
+    if constexpr (R == 3) {
+        if (!b.bw_rows.empty()) {
+            const index_t H = p.geometry.input[1], Ho = p.geometry.output[1];
+            const index_t in_rows = p.geometry.input[0] * H;
+            const bw_tap* const taps = b.bw_taps.data();
+            const bw_row* const rows = b.bw_rows.data();
+            b.bw_halves.assign(static_cast<std::size_t>(in_rows), 0);
+            for (index_t r = 0; r < in_rows; ++r) {
+                const bw_row& row = rows[r];
+                if (row.n != 2 && row.n != 4) continue;
+                const bw_tap* const t = taps + row.first;
+                const index_t k = row.n / 2;
+                if (t[0].o0 == t[k].o0 || t[0].o0 != t[k - 1].o0 || t[k].o0 != t[row.n - 1].o0) continue;
+                bool same = true;  // the halves' second-axis outputs
+                for (index_t j = 0; j < k; ++j) same = same && t[j].q - t[j].o0 * Ho == t[k + j].q - t[k + j].o0 * Ho;
+                if (!same) continue;
+                unsigned char code = static_cast<unsigned char>(k);
+                if (r >= H && r + H < in_rows && rows[r - H].n == k && rows[r + H].n == k) {
+                    bool held = true;
+                    for (index_t j = 0; j < k; ++j)
+                        held = held && taps[rows[r - H].first + j].q == t[j].q && taps[rows[r + H].first + j].q == t[k + j].q;
+                    if (held) code = static_cast<unsigned char>(code | 4);
+                }
+                b.bw_halves[static_cast<std::size_t>(r)] = code;
+            }
+        }
+    }
 }
 
 /// backward_cf's row tables: for each outer input row, the outer output rows that tap it
@@ -1804,6 +1832,10 @@ public:
                          ering_ * epitch_ + L;
             }
         }
+        if constexpr (R == 3) {
+            plane_rows_ = g.input[1];
+            if (expand_ && !p.bwd().bw_halves.empty()) halves_ = p.bwd().bw_halves.data();
+        }
         // 2-D short rows that slide and pair as 3x3 stride 2's do (a row of two output rows,
         // then one of the second alone): the two rows are made together from the second's
         // quotients (run_fused), with a ring of quotient rows instead of expanded rows. AVX-512
@@ -2154,9 +2186,12 @@ private:
         for (index_t item = item_begin; item < item_end; ++item) {
             const bw_row& row = rtab_[r];
             M* const dst = grad_in + item * n_row;
-            if (row.n == 0) {  // no window taps this row
+            if (deferred(item, r, item_begin, item_end)) {
+                // (made below, once the row a plane later is written)
+            } else if (row.n == 0) {  // no window taps this row
                 for (index_t i = 0; i < n_row; i += L) vstore(V::splat(T(0)), dst + std::min(i, n_row - L));
-            } else if (row.copy >= 0 && item - (r - row.copy) >= item_begin) {  // written by this call
+            } else if (row.copy >= 0 && item - (r - row.copy) >= item_begin &&
+                       !deferred(item - (r - row.copy), row.copy, item_begin, item_end)) {  // written by this call
                 std::memcpy(dst, dst - (r - row.copy) * n_row, static_cast<std::size_t>(n_row) * sizeof(M));
             } else {
                 const M* const src = grad_out + n * out_n_;
@@ -2172,19 +2207,47 @@ private:
                     }
                     e[t] = st.expanded(src, n, tap.q, static_cast<T>(tap.factor), home);
                 }
-                // (A row that is its one tap's home holds it already.)
-                if (row.n > 1 || e[0] != static_cast<const void*>(dst)) {
-                    with_row_sum(e, row.n, [&](auto sum) {
-                        index_t i = 0;
-                        for (; i + L <= n_row; i += L) vstore(sum(i), dst + i);
-                        if (i < n_row) vstore(sum(n_row - L), dst + n_row - L);  // the last vector shifted back
-                    });
+                auto put = [&](auto sum) {
+                    index_t i = 0;
+                    for (; i + L <= n_row; i += L) vstore(sum(i), dst + i);
+                    if (i < n_row) vstore(sum(n_row - L), dst + n_row - L);  // the last vector shifted back
+                };
+                if (R == 3 && halves_ != nullptr && (halves_[r] & 3) == 2) {  // as a deferred row sums its halves
+                    put([&](index_t k) { return (V::load(e[0] + k) + V::load(e[1] + k)) + (V::load(e[2] + k) + V::load(e[3] + k)); });
+                } else if (row.n > 1 || e[0] != static_cast<const void*>(dst)) {
+                    // (A row that is its one tap's home holds it already.)
+                    with_row_sum(e, row.n, put);
+                }
+            }
+            // The row a plane before, deferred: the sum of the rows on each side of it.
+            if (r >= plane_rows_ && deferred(item - plane_rows_, r - plane_rows_, item_begin, item_end)) {
+                if constexpr (std::is_same<M, T>::value) {
+                    const T *const a = dst - 2 * plane_rows_ * n_row, *const b = dst;
+                    T* const out = dst - plane_rows_ * n_row;
+                    index_t i = 0;
+                    for (; i + L <= n_row; i += L) vstore(V::load(a + i) + V::load(b + i), out + i);
+                    if (i < n_row) vstore(V::load(a + n_row - L) + V::load(b + n_row - L), out + n_row - L);
                 }
             }
             if (++r == rows_per_n_) {
                 r = 0;
                 ++n;
             }
+        }
+    }
+
+    // R = 3, storage T: whether input row `item` (row ri of its image) is the sum of the rows a
+    // plane before and a plane after it (bw_halves), both written by this call; run_expanded
+    // then makes it from them once the later one is written: the same bits as its expansions
+    // summed by halves. 16 channels of 32x16x8, 3x3x3 stride 2: half the rows summed from
+    // two rows, not from two or four expanded ones.
+    bool deferred(index_t item, index_t ri, index_t item_begin, index_t item_end) const noexcept {
+        if constexpr (R == 3 && std::is_same<M, T>::value) {
+            return halves_ != nullptr && (halves_[ri] & 4) != 0 && item - plane_rows_ >= item_begin &&
+                   item + plane_rows_ < item_end;
+        } else {
+            (void)item, (void)ri, (void)item_begin, (void)item_end;
+            return false;
         }
     }
 
@@ -2779,6 +2842,8 @@ private:
     const index_t* col_at_ = nullptr;
     const index_t* walk_ = nullptr;  // the plan's bw_walk (slide_)
     bool fused_ = false;             // run_fused (2-D): the ring holds quotient rows
+    index_t plane_rows_ = 1;                   // R = 3: input rows of a plane (H)
+    const unsigned char* halves_ = nullptr;  // R = 3: the plan's bw_halves (expand_), or null
 };
 
 }  // namespace detail

@@ -326,6 +326,10 @@ struct backward_tables {
     // taps, or -1; bw_homes of them are set.
     std::vector<index_t> bw_home;
     index_t bw_homes = 0;
+    // R = 3, with bw_rows: per input row of an image, k (1 or 2) where its taps are two halves
+    // of k, each the same output rows of one first-axis output, else 0; plus 4 where the rows
+    // a plane before and after it hold exactly those halves (backward_cl sums those two).
+    std::vector<unsigned char> bw_halves;
     // Channels-last plans at stride 1 (flip_geometry): the plan of the flipped windows (pads
     // kernel - 1 - pad) over the output extents, whose sum of the divided gradients is the
     // backward pass (backward_cl_flip); null otherwise, and in that plan itself (flipped_own).
