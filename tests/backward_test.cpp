@@ -768,6 +768,20 @@ TEST(Backward, ChannelsLastFlipWeighted) {
     cl_flip_weighted<double>(avgpool_test::under_asan ? 8 : 20);
 }
 
+// The gathering kernel k on plan: against the reference within the bound and split anywhere
+// (expect_fast_matches), then on random gradients split at a random row, with float16
+// storage and through a thread pool (expect_split_storage_and_pool).
+template <class T, std::size_t R>
+void expect_gathering_kernel(const avgpool::pooling<R>& plan, const avgpool::detail::backward_cl<T, R>& k, std::mt19937_64& gen,
+                             const avgpool::thread_pool& pool) {
+    expect_fast_matches<T, R>(plan, gen, false);
+    if (::testing::Test::HasFatalFailure()) return;
+    std::vector<T> g(static_cast<std::size_t>(plan.output_size()));
+    avgpool_test::uniform<double> dist(-1, 1);
+    for (T& v : g) v = static_cast<T>(dist(gen));
+    expect_split_storage_and_pool(plan, k, g, std::uniform_int_distribution<index_t>(0, k.items())(gen), pool);
+}
+
 // 2-D short rows that pair as 3x3 stride 2's (a row of output rows q - 1 and q, then one of
 // q alone), which the gathering kernel makes two at a time from output row q's quotients
 // (run_fused): pads 0-2, floor and ceil rounding, both divisors and overrides, channel counts
@@ -803,12 +817,7 @@ void cl_paired_rows(int cases) {
         const avgpool::detail::backward_cl<T, 2> k(d);
         if (!k.fused()) continue;
         ++fused;
-        expect_fast_matches<T, 2>(*plan, gen, false);
-        if (::testing::Test::HasFatalFailure()) return;
-        std::vector<T> g(static_cast<std::size_t>(plan->output_size()));
-        avgpool_test::uniform<double> dist(-1, 1);
-        for (T& v : g) v = static_cast<T>(dist(gen));
-        expect_split_storage_and_pool(*plan, k, g, pick(0, k.items()), pool);
+        expect_gathering_kernel<T>(*plan, k, gen, pool);
         if (::testing::Test::HasFatalFailure()) return;
     }
     EXPECT_GT(fused, cases / 2);
@@ -849,12 +858,7 @@ void cl_plane_halves(int cases) {
         if (!k.expanded() || std::none_of(halves.begin(), halves.end(), [](unsigned char h) { return (h & 4) != 0; }))
             continue;
         ++between;
-        expect_fast_matches<T, 3>(*plan, gen, false);
-        if (::testing::Test::HasFatalFailure()) return;
-        std::vector<T> g(static_cast<std::size_t>(plan->output_size()));
-        avgpool_test::uniform<double> dist(-1, 1);
-        for (T& v : g) v = static_cast<T>(dist(gen));
-        expect_split_storage_and_pool(*plan, k, g, pick(0, k.items()), pool);
+        expect_gathering_kernel<T>(*plan, k, gen, pool);
         if (::testing::Test::HasFatalFailure()) return;
     }
     EXPECT_GT(between, cases / 3);
