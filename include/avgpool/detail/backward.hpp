@@ -207,6 +207,28 @@ void build_backward_cl_facts(const plan_data<R>& p) {
         }
         for (const index_t h : b.bw_home) b.bw_homes += h >= 0 ? 1 : 0;
     }
+    b.bw_rows_paired = false;
+    if constexpr (R == 2) {
+        if (!b.bw_rows.empty()) {
+            // (Without pads, two rows at each end do not pair.)
+            const bw_tap* const taps = b.bw_taps.data();
+            const bw_row* const rows = b.bw_rows.data();
+            const index_t in_rows = p.geometry.input[0];
+            index_t alone = 0;
+            bool consecutive = true;
+            for (index_t y = 0; y < in_rows && consecutive; ++y) {
+                const bw_row& row = rows[y];
+                consecutive = row.n <= 3;
+                for (index_t t = 1; t < row.n; ++t) consecutive = consecutive && taps[row.first + t].q == taps[row.first].q + t;
+                if (row.n == 2 && y + 1 < in_rows && rows[y + 1].n == 1 && taps[rows[y + 1].first].q == taps[row.first].q + 1) {
+                    ++y;
+                    continue;
+                }
+                alone += row.n > 0;
+            }
+            b.bw_rows_paired = consecutive && alone <= 4;
+        }
+    }
     b.bw_halves.clear();
     if constexpr (R == 3) {
         if (!b.bw_rows.empty()) {
@@ -1828,8 +1850,7 @@ public:
             } else {
                 slots_ = 0;
                 sums_ = true;
-                arena_ = pitch_ + Wo_ * cb_ + (fixed_ ? 0 : 2 * factor_slots * table_) + (long_ ? 2 * Wo_ * C_ : 0) +
-                         ering_ * epitch_ + L;
+                arena_ = ring_arena();
             }
         }
         if constexpr (R == 3) {
@@ -1844,14 +1865,19 @@ public:
         // row, three quotient rows read for it: 32 channels of 28x28 3.9 -> 5.0 us) nor with
         // quotient rows past 2 KB (their ring leaves L1: 288 channels of 14x14 3.4 -> 3.9 us).
         if constexpr (R == 2) {
-            if (expand_ && slide_ && row_ * static_cast<index_t>(sizeof(T)) <= 2048 && paired_rows()) {
+            if (expand_ && slide_ && row_ * static_cast<index_t>(sizeof(T)) <= 2048 && p.bwd().bw_rows_paired) {
                 fused_ = true;
                 ering_ = fused_slots;
                 epitch_ = (row_ + L - 1) / L * L;
-                arena_ = pitch_ + Wo_ * cb_ + (fixed_ ? 0 : 2 * factor_slots * table_) + (long_ ? 2 * Wo_ * C_ : 0) +
-                         ering_ * epitch_ + L;
+                arena_ = ring_arena();
             }
         }
+    }
+
+    // The arena of the expanded rows and run_fused: a row's and a block's sums, the divisor
+    // tables, long windows' block sums and the ring (ering_ rows of epitch_, aligned).
+    index_t ring_arena() const noexcept {
+        return pitch_ + Wo_ * cb_ + (fixed_ ? 0 : 2 * factor_slots * table_) + (long_ ? 2 * Wo_ * C_ : 0) + ering_ * epitch_ + L;
     }
 
     /// Input rows of every image: the work items of run().
@@ -2002,29 +2028,6 @@ public:
     }
 
 private:
-    // Whether every row (R = 2) gathers at most three output rows, consecutive (run_fused's
-    // vertical sums read quotient rows q - 2 .. q), and all but four of the tapped rows pair: a
-    // row of output rows q - 1 and q, then one of q alone (without pads, two rows at each end
-    // do not).
-    bool paired_rows() const noexcept {
-        index_t alone = 0;
-        for (index_t y = 0; y < rows_per_n_; ++y) {
-            const bw_row& row = rtab_[y];
-            if (row.n > 3) return false;
-            for (index_t t = 1; t < row.n; ++t)
-                if (taps_[row.first + t].q != taps_[row.first].q + t) return false;
-            if (row.n == 2 && y + 1 < rows_per_n_) {
-                const bw_row& next = rtab_[y + 1];
-                if (next.n == 1 && taps_[next.first].q == taps_[row.first].q + 1) {
-                    ++y;
-                    continue;
-                }
-            }
-            alone += row.n > 0;
-        }
-        return alone <= 4;
-    }
-
     // run() for R = 2 by output rows: the input rows whose last covering output row is q (at
     // most two at once) are made in one pass over q's columns. Each output's quotient is
     // made once a call into a ring row (slot q mod fused_slots) and kept for the rows that
@@ -2073,24 +2076,23 @@ private:
                 // (3x3 stride 2: rows of two output rows then one, the quotients made here,
                 // with no branch on them per column.)
                 const bool pair = make && m == 2 && nr[0] == 2 && nr[1] == 1;
-                for (index_t v0 = 0; v0 < nv;) {
-                    const index_t left = nv - v0, u = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-                    const M* const g = src + q * row_;
-                    if (pair) {
+                const M* const g = src + q * row_;
+                auto blocks = [&](auto pair) {
+                    constexpr bool P = decltype(pair)::value;
+                    for (index_t v0 = 0; v0 < nv;) {
+                        const index_t left = nv - v0, u = left >= 4 ? 4 : left >= 2 ? 2 : 1;
                         switch (u) {
-                            case 1: fused_block<1, true>(v0, g, tab, make, cur, qr, nr, m, rows); break;
-                            case 2: fused_block<2, true>(v0, g, tab, make, cur, qr, nr, m, rows); break;
-                            default: fused_block<4, true>(v0, g, tab, make, cur, qr, nr, m, rows); break;
+                            case 1: fused_block<1, P>(v0, g, tab, make, cur, qr, nr, m, rows); break;
+                            case 2: fused_block<2, P>(v0, g, tab, make, cur, qr, nr, m, rows); break;
+                            default: fused_block<4, P>(v0, g, tab, make, cur, qr, nr, m, rows); break;
                         }
-                    } else {
-                        switch (u) {
-                            case 1: fused_block<1, false>(v0, g, tab, make, cur, qr, nr, m, rows); break;
-                            case 2: fused_block<2, false>(v0, g, tab, make, cur, qr, nr, m, rows); break;
-                            default: fused_block<4, false>(v0, g, tab, make, cur, qr, nr, m, rows); break;
-                        }
+                        v0 += u;
                     }
-                    v0 += u;
-                }
+                };
+                if (pair)
+                    blocks(std::true_type{});
+                else
+                    blocks(std::false_type{});
                 st.quotient_key(s) = key;
             }
             item += m;
@@ -2181,6 +2183,12 @@ private:
     // output rows and outer factors, or an earlier row with the same ones).
     void run_expanded(const M* grad_out, M* grad_in, index_t item_begin, index_t item_end, state& st) const {
         const index_t n_row = W_ * C_;
+        // out[0, n_row) = sum(k) by whole vectors, the last shifted back.
+        auto put = [n_row](M* out, auto&& sum) {
+            index_t i = 0;
+            for (; i + L <= n_row; i += L) vstore(sum(i), out + i);
+            if (i < n_row) vstore(sum(n_row - L), out + n_row - L);
+        };
         const T* e[bw_max_rows];
         index_t n = item_begin / rows_per_n_, r = item_begin % rows_per_n_;
         for (index_t item = item_begin; item < item_end; ++item) {
@@ -2207,26 +2215,18 @@ private:
                     }
                     e[t] = st.expanded(src, n, tap.q, static_cast<T>(tap.factor), home);
                 }
-                auto put = [&](auto sum) {
-                    index_t i = 0;
-                    for (; i + L <= n_row; i += L) vstore(sum(i), dst + i);
-                    if (i < n_row) vstore(sum(n_row - L), dst + n_row - L);  // the last vector shifted back
-                };
                 if (R == 3 && halves_ != nullptr && (halves_[r] & 3) == 2) {  // as a deferred row sums its halves
-                    put([&](index_t k) { return (V::load(e[0] + k) + V::load(e[1] + k)) + (V::load(e[2] + k) + V::load(e[3] + k)); });
+                    put(dst, [&](index_t k) { return (V::load(e[0] + k) + V::load(e[1] + k)) + (V::load(e[2] + k) + V::load(e[3] + k)); });
                 } else if (row.n > 1 || e[0] != static_cast<const void*>(dst)) {
                     // (A row that is its one tap's home holds it already.)
-                    with_row_sum(e, row.n, put);
+                    with_row_sum(e, row.n, [&](auto sum) { put(dst, sum); });
                 }
             }
             // The row a plane before, deferred: the sum of the rows on each side of it.
             if (r >= plane_rows_ && deferred(item - plane_rows_, r - plane_rows_, item_begin, item_end)) {
                 if constexpr (std::is_same<M, T>::value) {
                     const T *const a = dst - 2 * plane_rows_ * n_row, *const b = dst;
-                    T* const out = dst - plane_rows_ * n_row;
-                    index_t i = 0;
-                    for (; i + L <= n_row; i += L) vstore(V::load(a + i) + V::load(b + i), out + i);
-                    if (i < n_row) vstore(V::load(a + n_row - L) + V::load(b + n_row - L), out + n_row - L);
+                    put(dst - plane_rows_ * n_row, [&](index_t k) { return V::load(a + k) + V::load(b + k); });
                 }
             }
             if (++r == rows_per_n_) {

@@ -1644,9 +1644,9 @@ private:
                     const __m512i idx = _mm512_loadu_si512(cidx_ + at * 16);
                     return ZL ? _mm512_permutex2var_ps(h[0], idx, h[1]) : _mm512_maskz_permutex2var_ps(cmask_[at], h[0], idx, h[1]);
                 });
-                // A plane's one last value (7x7) by a scalar store: the masked 512-bit store
-                // took ShuffleNet's 576 planes of 7x7 from 1.74 to 2.19 us on a grad_in 16 bytes
-                // past a 64-byte boundary (1.80 against 1.85 us on one at it).
+                // A plane's one last value (7x7) by a scalar store: with the masked 512-bit
+                // store ShuffleNet's 576 planes of 7x7 took 1.88 against 1.62 us (2.21 against
+                // 1.77 with grad_in 16 bytes past a 64-byte boundary).
                 if (16 * v + 16 <= n)
                     _mm512_storeu_ps(gi + 16 * v, acc);
                 else if (16 * v + 1 == n)

@@ -330,6 +330,10 @@ struct backward_tables {
     // of k, each the same output rows of one first-axis output, else 0; plus 4 where the rows
     // a plane before and after it hold exactly those halves (backward_cl sums those two).
     std::vector<unsigned char> bw_halves;
+    // R = 2, with bw_rows: every input row gathers at most three consecutive output rows and
+    // all but four of the tapped rows pair (a row of output rows q - 1 and q, then one of q
+    // alone), as 3x3 stride 2's do: backward_cl's run_fused.
+    bool bw_rows_paired = false;
     // Channels-last plans at stride 1 (flip_geometry): the plan of the flipped windows (pads
     // kernel - 1 - pad) over the output extents, whose sum of the divided gradients is the
     // backward pass (backward_cl_flip); null otherwise, and in that plan itself (flipped_own).
